@@ -1,0 +1,112 @@
+"""Shared pieces of the default CPU schedule rules (rule base class, loop helpers)."""
+
+from __future__ import annotations
+
+import os
+
+import tvm_ffi
+from tvm import s_tir, tirx
+from tvm.target import Target
+from tvm.target.codegen import llvm_get_vector_width
+
+_get_sblock_realize = tvm_ffi.get_global_func("s_tir.schedule.GetSBlockRealize")
+
+# Kernels with less work than this many loop iterations stay single-threaded: waking the
+# thread pool costs more than it saves.
+MIN_PARALLEL_WORK = 4096
+# Wanted parallel chunks per core (load balance across uneven chunks).
+CHUNKS_PER_CORE = 8
+
+
+class ScheduleRule:
+    """A default schedule for one class of PrimFunc.
+
+    ``apply`` returns a ``tvm.s_tir.Schedule`` when the rule fits ``func``, else None
+    (and must then leave nothing behind: every rule works on its own Schedule).
+    """
+
+    name = "rule"
+
+    def apply(self, func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
+        raise NotImplementedError
+
+
+def num_cores(target: Target) -> int:
+    n = target.attrs.get("num-cores", None) if target is not None else None
+    return int(n) if n else (os.cpu_count() or 1)
+
+
+def vector_lanes(target: Target, dtype_bits: int = 32) -> int:
+    bits = llvm_get_vector_width(target) if target is not None else 128
+    return max((bits if bits > 0 else 128) // dtype_bits, 1)
+
+
+def blocks_of(sch: s_tir.Schedule) -> list:
+    """The blocks directly under the root block, in program order."""
+    return list(sch.get_child_blocks(sch.get_sblock("root")))
+
+
+def is_reduction_block(sch: s_tir.Schedule, block) -> bool:
+    return any(iv.iter_type == tirx.IterVar.CommReduce for iv in sch.get(block).iter_vars)
+
+
+def _extent(sch, loop) -> int | None:
+    ext = sch.get(loop).extent
+    return int(ext) if isinstance(ext, tirx.IntImm) else None
+
+
+def loop_kinds(sch: s_tir.Schedule, block) -> list[str]:
+    """'S'/'R' per loop of ``block``: R when the loop variable feeds a reduction iter."""
+    stmt = sch.get(block)
+    realize = _get_sblock_realize(sch, block)
+    red_vars = []
+    for iv, val in zip(stmt.iter_vars, realize.iter_values):
+        if iv.iter_type != tirx.IterVar.DataPar:
+            red_vars += tirx.analysis.undefined_vars(val, [])
+    return [
+        "R" if any(v.same_as(sch.get(l).loop_var) for v in red_vars) else "S"
+        for l in sch.get_loops(block)
+    ]
+
+
+def parallelize(sch: s_tir.Schedule, block, cores: int, vectorize: bool = True, lanes: int = 16):
+    """Parallelise the fused leading spatial loops of ``block``; vectorise its innermost
+    loop when it is spatial (and, in the source layouts, the contiguous one)."""
+    loops = sch.get_loops(block)
+    if not loops:
+        return
+    kinds = loop_kinds(sch, block)
+    exts = [_extent(sch, l) for l in loops]
+    if any(e is None for e in exts):  # dynamic shapes: just the outermost loop
+        if kinds[0] == "S":
+            sch.parallel(loops[0])
+        return
+    work = 1
+    for e in exts:
+        work *= e
+    n_lead = 0
+    while n_lead < len(loops) and kinds[n_lead] == "S":
+        n_lead += 1
+    outer = list(loops[:n_lead])
+    if n_lead == len(loops) and n_lead > 1:
+        # All spatial: the innermost loop stays serial for vectorisation.
+        inner = outer.pop()
+        if vectorize and exts[-1] > 1:
+            if exts[-1] % lanes == 0 and exts[-1] > lanes:
+                _, vec = sch.split(inner, [None, lanes])
+                sch.vectorize(vec)
+            elif exts[-1] <= 4 * lanes:
+                sch.vectorize(inner)
+            # else: a long, ragged row; LLVM's loop vectoriser handles the serial loop.
+    if not outer or work < MIN_PARALLEL_WORK:
+        return
+    # Fuse just enough leading loops for CHUNKS_PER_CORE chunks per core; keeping the rest
+    # serial avoids div/mod index math in the inner loops.
+    k, prod = 0, 1
+    while k < len(outer) and prod < CHUNKS_PER_CORE * cores:
+        prod *= exts[k]
+        k += 1
+    if prod <= 1:
+        return
+    fused = sch.fuse(*outer[:k]) if k > 1 else outer[0]
+    sch.parallel(fused)

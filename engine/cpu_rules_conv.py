@@ -1,0 +1,132 @@
+"""Default (untuned) CPU schedule for NCHW conv2d with a fused injective epilogue.
+
+Micro-kernel: an output tile of ``ft`` output channels x ``xt`` output columns lives in
+registers (a "local" accumulator laid out [x][f] so that the channel tile is one or two
+SIMD vectors). For every (c, ry, rx) of the reduction the kernel loads one packed weight
+vector and does ``xt`` broadcast-FMAs, reading the NCHW input as scalars, so stride and
+dilation cost nothing extra and no activation layout change is needed.
+
+The weight is repacked to [F/ft, C, KH, KW, ft] by a block annotated as a layout-rewrite
+preprocess; ``schedule_module`` splits it out and constant-folds it when the weight is a
+constant, so at run time the kernel reads the packed copy directly.
+"""
+
+from __future__ import annotations
+
+from tvm import s_tir, tirx
+from tvm.target import Target
+
+from .cpu_common import ScheduleRule, blocks_of, is_reduction_block, num_cores, parallelize
+
+PREPROC_ATTR = "meta_schedule.layout_rewrite_preproc"
+# Accumulator budget in 512-bit registers (x86 has 32; keep room for weights/inputs).
+MAX_ACC_VECTORS = 18
+
+
+def _var_of(expr):
+    return expr if isinstance(expr, tirx.Var) else None
+
+
+def _choose_tile(n_out_ch: int, out_w: int) -> tuple[int, int] | None:
+    """Pick (ft, xt): channel tile (vector lanes) and output-width tile (unrolled).
+
+    xt must divide the width (no predicates inside the micro-kernel). Among the
+    channel tiles that divide F, take the one giving most accumulators within budget.
+    """
+    best = None
+    for ft in (32, 16, 8, 4):
+        if n_out_ch % ft:
+            continue
+        cap = max(1, MAX_ACC_VECTORS // max(1, ft // 16))
+        xt = max(d for d in range(1, min(out_w, cap) + 1) if out_w % d == 0)
+        if best is None or xt * ft > best[0] * best[1]:
+            best = (ft, xt)
+    return best
+
+
+class Conv2dNCHW(ScheduleRule):
+    """conv2d (groups=1, NCHW/OIHW) + optional padding producer + injective epilogue."""
+
+    def apply(self, func: tirx.PrimFunc, target: Target):
+        sch = s_tir.Schedule(func)
+        blocks = blocks_of(sch)
+        reds = [b for b in blocks if is_reduction_block(sch, b)]
+        if len(reds) != 1:
+            return None
+        conv = reds[0]
+        stmt = sch.get(conv)
+        kinds = "".join("S" if iv.iter_type == tirx.IterVar.DataPar else "R" for iv in stmt.iter_vars)
+        if kinds != "SSSSRRR" or len(stmt.reads) != 2 or len(stmt.writes) != 1:
+            return None
+        v = [iv.var for iv in stmt.iter_vars]  # n, f, y, x, c, ry, rx
+        w_region = stmt.reads[1].region
+        if len(w_region) != 4 or any(
+            _var_of(r.min) is None or not _var_of(r.min).same_as(v[i]) for r, i in zip(w_region, (1, 4, 5, 6))
+        ):
+            return None  # grouped / depthwise / other layouts: not this rule
+        _, n_f, _, n_w = (int(s) for s in stmt.writes[0].source.shape)
+        tile = _choose_tile(n_f, n_w)
+        if tile is None:
+            return None
+        ft, xt = tile
+
+        idx = [sch.get(b).name_hint for b in blocks].index(stmt.name_hint)
+        producers, epilogue = blocks[:idx], blocks[idx + 1 :]
+        if any(is_reduction_block(sch, b) for b in producers + epilogue):
+            return None
+        # Epilogue (bias add, relu, ...): fold everything into the last block, which is then
+        # computed per register tile straight from the accumulator.
+        try:
+            for b in epilogue[:-1]:
+                sch.compute_inline(b)
+        except Exception:  # pylint: disable=broad-except
+            return None
+        if epilogue:
+            last = epilogue[-1]
+            sch.set_scope(conv, 0, "local")
+        else:  # conv writes the output param: accumulate locally, copy out per tile
+            last = sch.cache_write(conv, 0, "local")
+
+        # Weight repack [F, C, KH, KW] -> [F/ft, C, KH, KW, ft].
+        wpack = sch.cache_read(conv, 1, "global")
+        sch.transform_layout(wpack, ("write", 0), lambda f, c, r, s: (f // ft, c, r, s, f % ft))
+        sch.annotate(wpack, PREPROC_ATTR, True)
+
+        n, f, y, x, rc, ry, rx = sch.get_loops(conv)
+        fo, fi = sch.split(f, [None, ft])
+        xo, xi = sch.split(x, [None, xt])
+        # Reduction loops outside the register tile; (n, f-tile, row) is the parallel axis:
+        # F/ft * H chunks, >= 8 per core for all layers of the model zoo nets.
+        sch.reorder(n, fo, y, xo, rc, ry, rx, xi, fi)
+        par = sch.fuse(n, fo, y)
+        sch.parallel(par)
+        sch.reverse_compute_at(last, xo, preserve_unit_loops=True)
+        e = sch.get_loops(last)[2:]
+        if len(e) == 4:  # write-back (n, f, y, x) -> (n, y, x, f): read accumulators as vectors
+            sch.reorder(e[0], e[2], e[3], e[1])
+            sch.vectorize(e[1])
+        # Accumulator layout [.., x, f]: channel tile contiguous -> plain vector registers.
+        sch.transform_layout(conv, ("write", 0), lambda n_, f_, y_, x_: (n_, y_, x_, f_))
+        sch.unroll(xi)
+        sch.vectorize(fi)
+        init = sch.decompose_reduction(conv, rc)
+        il = sch.get_loops(init)[-2:]
+        sch.unroll(il[0])
+        sch.vectorize(il[1])
+
+        for b in reversed(producers):
+            stmt_b = sch.get(b)
+            same_shape = len(stmt_b.reads) == 1 and list(stmt_b.reads[0].source.shape) == list(
+                stmt_b.writes[0].source.shape
+            )
+            # An identity "pad" (1x1 conv, no padding) disappears; real padding stays a
+            # separate parallel pass so the inner loop carries no boundary checks.
+            if same_shape:
+                try:
+                    sch.compute_inline(b)
+                    continue
+                except Exception:  # pylint: disable=broad-except
+                    pass
+            parallelize(sch, b, num_cores(target))
+        parallelize(sch, wpack, num_cores(target), vectorize=False)
+        return sch

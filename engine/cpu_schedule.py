@@ -1,0 +1,171 @@
+"""Default (untuned) schedules for every PrimFunc of a Relax module on llvm targets.
+
+``relax.build`` for llvm leaves kernels as naive single-threaded loop nests. Run
+``schedule_module(mod, target)`` after LegalizeOps/AnnotateTIROpPattern/FoldConstant/
+FuseOps/FuseTIR and before ``tvm.compile``: each PrimFunc without a schedule is given one
+by the first rule of ``RULES`` that fits (dlight style, most specific first), and marked
+``tirx.is_scheduled``. The llvm build pipeline only legalizes remaining Relax ops, so the
+schedules survive to code generation.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import tvm
+from tvm import relax, s_tir, tirx
+from tvm.target import Target
+
+from .cpu_common import (
+    ScheduleRule,
+    blocks_of,
+    is_reduction_block,
+    num_cores,
+    parallelize,
+    vector_lanes,
+)
+from .cpu_rules_conv import PREPROC_ATTR, Conv2dNCHW
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["RULES", "schedule_module", "schedule_func", "Conv2dNCHW", "Matmul", "Fallback"]
+
+
+def _inline_all(sch: s_tir.Schedule, keep=()) -> None:
+    """Inline injective producers/consumers wherever TIR allows (pads, bias, relu, exp)."""
+    keep_names = {sch.get(b).name_hint for b in keep}
+    changed = True
+    while changed:
+        changed = False
+        for b in blocks_of(sch):
+            if sch.get(b).name_hint in keep_names:
+                continue
+            for prim in (sch.compute_inline, sch.reverse_compute_inline):
+                try:
+                    prim(b)
+                    changed = True
+                    break
+                except Exception:  # pylint: disable=broad-except
+                    continue
+            if changed:
+                break
+
+
+class Matmul(ScheduleRule):
+    """[batch..] C[i, j] = sum_k A[.., i, k] * B[.., k, j] (+ injective epilogue).
+
+    Register tile it x jt with j (contiguous in B and C) vectorised, k outside the tile,
+    parallel over (batch, i-tiles, j-tiles).
+    """
+
+    name = "matmul"
+
+    def apply(self, func, target):
+        sch = s_tir.Schedule(func)
+        reds = [b for b in blocks_of(sch) if is_reduction_block(sch, b)]
+        if len(reds) != 1:
+            return None
+        mm = reds[0]
+        stmt = sch.get(mm)
+        kinds = ["S" if iv.iter_type == tirx.IterVar.DataPar else "R" for iv in stmt.iter_vars]
+        if len(kinds) < 3 or kinds[-1] != "R" or "R" in kinds[:-1] or len(stmt.reads) != 2:
+            return None
+        iv_i, iv_j, iv_k = (iv.var for iv in stmt.iter_vars[-3:])
+        a_idx, b_idx = (r.region for r in stmt.reads)
+
+        def is_var(r, v):
+            return isinstance(r.min, tirx.Var) and r.min.same_as(v)
+
+        # B must be [.., k, j] and A [.., i, k]: j contiguous in B and in the output.
+        if not (is_var(b_idx[-1], iv_j) and is_var(b_idx[-2], iv_k) and is_var(a_idx[-1], iv_k)):
+            return None
+        if len(sch.get_loops(mm)) != len(kinds):
+            return None
+        _inline_all(sch, keep=[mm])
+        if len([b for b in blocks_of(sch) if b is not None]) > 2:
+            return None
+        n_i, n_j = (int(iv.dom.extent) for iv in stmt.iter_vars[-3:-1])
+        jt = max([d for d in range(8, 65, 8) if n_j % d == 0] or [1])
+        it = max(d for d in range(1, 5) if n_i % d == 0)
+        if jt == 1:
+            return None
+        loops = sch.get_loops(mm)
+        *batch, i, j, k = loops
+        io, ii = sch.split(i, [None, it])
+        jo, ji = sch.split(j, [None, jt])
+        sch.reorder(*batch, io, jo, k, ii, ji)
+        par = sch.fuse(*batch, io, jo)
+        sch.parallel(par)
+        sch.set_scope(mm, 0, "local")
+        consumers = [b for b in blocks_of(sch) if not sch.get(b).same_as(sch.get(mm))]
+        if consumers:
+            sch.reverse_compute_at(consumers[-1], par, preserve_unit_loops=True)
+            sch.vectorize(sch.get_loops(consumers[-1])[-1])
+        sch.unroll(ii)
+        sch.vectorize(ji)
+        init = sch.decompose_reduction(mm, k)
+        sch.vectorize(sch.get_loops(init)[-1])
+        return sch
+
+
+class Fallback(ScheduleRule):
+    """Anything else (pooling, softmax, mean, LRN, concat, reshape, elementwise).
+
+    Inline what can be inlined, then for every remaining block parallelise its fused
+    leading spatial loops and vectorise its innermost loop when that is spatial.
+    Reductions keep their reduction loops innermost (pool windows, softmax rows).
+    """
+
+    name = "fallback"
+
+    def apply(self, func, target):
+        sch = s_tir.Schedule(func)
+        _inline_all(sch)
+        cores, lanes = num_cores(target), vector_lanes(target)
+        for b in blocks_of(sch):
+            parallelize(sch, b, cores, vectorize=True, lanes=lanes)
+        return sch
+
+
+RULES: list[ScheduleRule] = [Conv2dNCHW(), Matmul(), Fallback()]
+
+
+def _is_scheduled(func) -> bool:
+    return bool(func.attrs is not None and func.attrs.get("tirx.is_scheduled", False))
+
+
+def schedule_func(func: tirx.PrimFunc, target: Target, rules=None) -> tirx.PrimFunc | None:
+    """Schedule one PrimFunc with the first fitting rule; None if no rule applied."""
+    for rule in rules or RULES:
+        try:
+            sch = rule.apply(func, target)
+        except Exception as err:  # pylint: disable=broad-except
+            # A rule that matched but hit an unsupported corner: try the next one.
+            logger.debug("rule %s failed: %s", type(rule).__name__, err)
+            sch = None
+        if sch is not None:
+            return sch.mod["main"].with_attr("tirx.is_scheduled", True)
+    return None
+
+
+def schedule_module(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
+    """Give every not-yet-scheduled PrimFunc of ``mod`` a default CPU schedule."""
+    updates = {}
+    for gv, func in mod.functions_items():
+        if isinstance(func, tirx.PrimFunc) and not _is_scheduled(func):
+            new = schedule_func(func, target)
+            if new is not None:
+                updates[gv] = new
+    if not updates:
+        return mod
+    mod = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    for gv, func in updates.items():
+        mod[gv] = func
+    if any(PREPROC_ATTR in f.script() for f in updates.values()):
+        # Move the weight repacks into their own PrimFuncs and evaluate them at compile
+        # time when the weights are constants (they are after FoldConstant).
+        with target:
+            mod = relax.transform.SplitLayoutRewritePreproc()(mod)
+            mod = relax.transform.FoldConstant()(mod)
+            mod = relax.transform.DeadCodeElimination()(mod)
+    return mod

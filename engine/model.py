@@ -1,0 +1,244 @@
+"""Model loading: a file path or `zoo:NAME` -> a validated, static-shaped ONNX model.
+
+Zoo models are the "light" model-zoo architectures shipped inside the onnx package. Their
+weights are built by `ConstantOfShape` (every weight 0.02), which makes outputs
+meaningless; they are replaced by seeded random initializers scaled by role (He for conv
+and gemm weights, positive variances for batch norm) so numerical checks mean something.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference
+
+from engine.calibrate import calibrate_batchnorm
+from engine.errors import ModelLoadError, UnsupportedOpError
+
+ZOO_PREFIX = "zoo:"
+ZOO_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_models"
+# Ops that only pass a weight through on the way to its real consumer.
+_WEIGHT_PASSTHROUGH = {"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Cast", "Identity"}
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # numpy dtype name
+
+    def random(self, rng: np.random.Generator) -> np.ndarray:
+        if np.issubdtype(np.dtype(self.dtype), np.floating):
+            return rng.standard_normal(self.shape).astype(self.dtype)
+        return rng.integers(0, 4, size=self.shape).astype(self.dtype)
+
+
+@dataclass(frozen=True, eq=False)
+class Model:
+    """A validated ONNX model with static input shapes and shape-inferred value infos."""
+
+    name: str
+    source: str
+    proto: onnx.ModelProto
+    inputs: tuple[InputSpec, ...]
+    outputs: tuple[str, ...]
+    weights_replaced: int  # ConstantOfShape weights replaced by seeded random initializers
+
+    def random_inputs(self, seed: int = 0) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        return {spec.name: spec.random(rng) for spec in self.inputs}
+
+
+def zoo_names() -> list[str]:
+    """Names accepted after `zoo:`: the light model-zoo files inside the onnx package."""
+    return sorted(p.stem.removeprefix("light_") for p in ZOO_DIR.glob("light_*.onnx"))
+
+
+def resolve_path(spec: str) -> Path:
+    """Map `zoo:NAME` or a path (or a bundled sample name) to a file on disk."""
+    if spec.startswith(ZOO_PREFIX):
+        name = spec[len(ZOO_PREFIX):]
+        path = ZOO_DIR / f"light_{name}.onnx"
+        if not path.is_file():
+            raise ModelLoadError(f"unknown zoo model '{name}'; known: {', '.join(zoo_names())}")
+        return path
+    path = Path(spec)
+    if not path.exists() and not path.suffix and (SAMPLE_DIR / f"{spec}.onnx").is_file():
+        return SAMPLE_DIR / f"{spec}.onnx"
+    if not path.exists():
+        raise ModelLoadError(f"model file not found: {spec}")
+    if not path.is_file():
+        raise ModelLoadError(f"model path is not a file: {spec}")
+    return path
+
+
+def load_model(spec: str, shapes: Mapping[str, tuple[int, ...]] | None = None,
+               seed: int = 0) -> Model:
+    """Load, validate and normalise a model. Raises ModelLoadError / UnsupportedOpError."""
+    path = resolve_path(spec)
+    proto = _parse(path)
+    is_zoo = spec.startswith(ZOO_PREFIX)
+    _drop_initializer_inputs(proto)
+    replaced = _replace_constant_weights(proto, seed) if is_zoo else 0
+    _apply_shapes(proto, dict(shapes or {}), spec)
+    _check(proto, spec)
+    _check_supported_ops(proto)
+    try:
+        proto = shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
+    except Exception as err:  # onnx raises several unrelated types here
+        raise ModelLoadError(f"{spec}: shape inference failed: {_first_line(err)}") from None
+    inputs = tuple(_input_spec(vi) for vi in proto.graph.input)
+    if replaced:
+        rng = np.random.default_rng(seed)
+        calibrate_batchnorm(proto, {spec.name: spec.random(rng) for spec in inputs})
+    name = spec[len(ZOO_PREFIX):] if is_zoo else path.stem
+    return Model(name=name, source=spec, proto=proto, inputs=inputs,
+                 outputs=tuple(o.name for o in proto.graph.output), weights_replaced=replaced)
+
+
+def _parse(path: Path) -> onnx.ModelProto:
+    if os.path.getsize(path) == 0:
+        raise ModelLoadError(f"{path}: empty file, not an ONNX model")
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception as err:
+        raise ModelLoadError(f"{path}: not a valid ONNX file (truncated, corrupt or another "
+                             f"format): {_first_line(err)}") from None
+    if not proto.HasField("graph") or len(proto.graph.node) == 0:
+        raise ModelLoadError(f"{path}: not an ONNX model (no graph or no nodes)")
+    return proto
+
+
+def _check(proto: onnx.ModelProto, spec: str) -> None:
+    try:
+        onnx.checker.check_model(proto)
+    except Exception as err:
+        raise ModelLoadError(f"{spec}: invalid ONNX model: {_first_line(err)}") from None
+
+
+def _check_supported_ops(proto: onnx.ModelProto) -> None:
+    from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
+
+    known = set(_get_convert_map()) | {"Constant", "If"}
+    missing: dict[str, str] = {}
+    for node in proto.graph.node:
+        if node.op_type not in known and node.op_type not in missing:
+            missing[node.op_type] = node.name or node.output[0]
+    if missing:
+        listed = ", ".join(f"{op} (node '{name}')" for op, name in missing.items())
+        raise UnsupportedOpError(f"unsupported op for the TVM ONNX frontend: {listed}")
+
+
+def _drop_initializer_inputs(proto: onnx.ModelProto) -> None:
+    """Inputs that also have an initializer are weights, not data (old ONNX style)."""
+    inits = {i.name for i in proto.graph.initializer}
+    data = [vi for vi in proto.graph.input if vi.name not in inits]
+    if len(data) == len(proto.graph.input):
+        return
+    del proto.graph.input[:]
+    proto.graph.input.extend(data)
+    # IR < 4 demands every initializer be a graph input; 4 lifts that, same semantics.
+    proto.ir_version = max(proto.ir_version, 4)
+
+
+def _apply_shapes(proto: onnx.ModelProto, shapes: dict[str, tuple[int, ...]], spec: str) -> None:
+    names = {vi.name for vi in proto.graph.input}
+    for name in shapes:
+        if name not in names:
+            raise ModelLoadError(f"--shape names unknown input '{name}'; inputs: {', '.join(sorted(names))}")
+    if shapes:  # stored intermediate shapes were inferred for the old input shapes
+        del proto.graph.value_info[:]
+        for out in proto.graph.output:
+            for k, dim in enumerate(out.type.tensor_type.shape.dim):
+                dim.Clear()
+                dim.dim_param = f"{out.name}_d{k}"  # symbolic: inference fills it in
+    for vi in proto.graph.input:
+        dims = vi.type.tensor_type.shape.dim
+        if vi.name in shapes:
+            new = shapes[vi.name]
+            if len(new) != len(dims):
+                raise ModelLoadError(f"--shape {vi.name}: rank {len(new)} given, model input has rank {len(dims)}")
+            for dim, value in zip(dims, new):
+                dim.Clear()
+                dim.dim_value = int(value)
+        dynamic = [d.dim_param or "?" for d in dims if not d.HasField("dim_value") or d.dim_value <= 0]
+        if dynamic or not vi.type.tensor_type.HasField("shape"):
+            example = ",".join("1" for _ in dims) or "1"
+            raise ModelLoadError(f"{spec}: input '{vi.name}' has dynamic dimensions {dynamic}; "
+                                 f"give a static shape with --shape {vi.name}={example}")
+
+
+def _input_spec(vi: onnx.ValueInfoProto) -> InputSpec:
+    tt = vi.type.tensor_type
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name
+    return InputSpec(vi.name, tuple(d.dim_value for d in tt.shape.dim), dtype)
+
+
+def _replace_constant_weights(proto: onnx.ModelProto, seed: int) -> int:
+    """Replace ConstantOfShape nodes with a constant shape by random initializers."""
+    inits = {i.name: i for i in proto.graph.initializer}
+    consumers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    for node in proto.graph.node:
+        for k, name in enumerate(node.input):
+            consumers.setdefault(name, []).append((node, k))
+    rng = np.random.default_rng(seed)
+    keep, replaced = [], 0
+    for node in proto.graph.node:
+        if node.op_type != "ConstantOfShape" or node.input[0] not in inits:
+            keep.append(node)
+            continue
+        shape = tuple(int(v) for v in numpy_helper.to_array(inits[node.input[0]]).ravel())
+        value = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "value"), None)
+        dtype = numpy_helper.to_array(value).dtype if value is not None else np.dtype("float32")
+        user, slot = _weight_role(node.output[0], consumers)
+        array = _random_weight(rng, shape, user, slot).astype(dtype)
+        proto.graph.initializer.append(numpy_helper.from_array(array, node.output[0]))
+        replaced += 1
+    del proto.graph.node[:]
+    proto.graph.node.extend(keep)
+    used = {name for node in keep for name in node.input} | {o.name for o in proto.graph.output}
+    live = [i for i in proto.graph.initializer if i.name in used]
+    del proto.graph.initializer[:]
+    proto.graph.initializer.extend(live)
+    return replaced
+
+
+def _weight_role(name: str, consumers: dict) -> tuple[onnx.NodeProto | None, int]:
+    """The node and input slot that finally consume a weight, looking through reshapes."""
+    for _ in range(8):
+        uses = consumers.get(name, [])
+        if not uses:
+            return None, 0
+        node, slot = uses[0]
+        if node.op_type not in _WEIGHT_PASSTHROUGH:
+            return node, slot
+        name = node.output[0]
+    return None, 0
+
+
+def _fan_in(shape: tuple[int, ...], user: onnx.NodeProto) -> int:
+    if user.op_type.startswith("Conv"):
+        return int(np.prod(shape[1:]))
+    trans_b = any(a.name == "transB" and a.i for a in user.attribute)
+    return shape[-1] if trans_b else shape[0]
+
+
+def _random_weight(rng: np.random.Generator, shape: tuple[int, ...],
+                   user: onnx.NodeProto | None, slot: int) -> np.ndarray:
+    op = user.op_type if user is not None else ""
+    if slot == 1 and op in ("Conv", "ConvTranspose", "Gemm", "MatMul") and len(shape) >= 2:
+        return rng.standard_normal(shape, dtype=np.float32) * np.float32(np.sqrt(2.0 / max(_fan_in(shape, user), 1)))
+    if op == "BatchNormalization" and slot in (1, 4) or op == "Mul":
+        return rng.uniform(0.5, 1.5, shape).astype(np.float32)  # scales, variances stay positive
+    return rng.standard_normal(shape, dtype=np.float32) * np.float32(0.1)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip() or type(err).__name__
+    return text.splitlines()[0][:300]

@@ -1,0 +1,27 @@
+"""Session: the one API the CLI and the TUI drive. Holds a model and what was derived from it."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Mapping
+
+from engine.model import Model, load_model
+from engine.opgraph import OperatorGraph, build_operator_graph
+
+
+class Session:
+    """A model opened for analysis and compilation; results are computed on first use."""
+
+    def __init__(self, model_spec: str, *, shapes: Mapping[str, tuple[int, ...]] | None = None,
+                 seed: int = 0):
+        self.model_spec = model_spec
+        self.shapes = dict(shapes or {})
+        self.seed = seed
+
+    @cached_property
+    def model(self) -> Model:
+        return load_model(self.model_spec, self.shapes, seed=self.seed)
+
+    @cached_property
+    def graph(self) -> OperatorGraph:
+        return build_operator_graph(self.model)

@@ -1,0 +1,71 @@
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from engine.errors import ModelLoadError, UnsupportedOpError
+from engine.model import load_model, zoo_names
+from tests.conftest import SAMPLES
+
+
+def test_zoo_lists_the_light_models():
+    names = zoo_names()
+    assert {"inception_v1", "squeezenet", "resnet50", "densenet121"} <= set(names)
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "inception_v1", "shufflenet"])
+def test_zoo_weights_become_random_initializers(name):
+    model = load_model(f"zoo:{name}")
+    ops = {n.op_type for n in model.proto.graph.node}
+    assert "ConstantOfShape" not in ops
+    assert model.weights_replaced > 0
+    assert [i.name for i in model.inputs] == [model.proto.graph.input[0].name]  # only real data left
+    sess = ort.InferenceSession(model.proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    a = sess.run(None, model.random_inputs(0))[0]
+    b = sess.run(None, model.random_inputs(1))[0]
+    assert np.isfinite(a).all() and a.std() > 0
+    assert not np.allclose(a, b)  # outputs depend on the data: weights are not all equal
+
+
+def test_seeded_weights_are_reproducible():
+    a = load_model("zoo:squeezenet", seed=3).proto.graph.initializer
+    b = load_model("zoo:squeezenet", seed=3).proto.graph.initializer
+    assert [x.raw_data for x in a] == [y.raw_data for y in b]
+
+
+def test_missing_file():
+    with pytest.raises(ModelLoadError, match="model file not found: nope.onnx"):
+        load_model("nope.onnx")
+
+
+def test_unknown_zoo_name():
+    with pytest.raises(ModelLoadError, match="unknown zoo model 'alexnet9'"):
+        load_model("zoo:alexnet9")
+
+
+def test_dynamic_shape_needs_override(tmp_path):
+    model = onnx.load(SAMPLES / "fire_module.onnx")
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    path = tmp_path / "dyn.onnx"
+    onnx.save(model, path)
+    with pytest.raises(ModelLoadError, match=r"input 'input' has dynamic dimensions \['N'\].*--shape input="):
+        load_model(str(path))
+    fixed = load_model(str(path), {"input": (2, 96, 28, 28)})
+    assert fixed.inputs[0].shape == (2, 96, 28, 28)
+
+
+def test_unsupported_op_is_named(tmp_path):
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])
+    node = onnx.helper.make_node("Celu", ["x"], ["h"], name="celu0")
+    node2 = onnx.helper.make_node("MelWeightMatrix", [], [], name="mel")  # not converted by TVM
+    graph = onnx.helper.make_graph([node, onnx.helper.make_node("Relu", ["h"], ["y"])], "g", [x], [y])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
+    missing = next(op for op in ("Celu", "Hardmax", "DFT", "STFT", "LSTM") if op not in _get_convert_map())
+    model.graph.node[0].op_type = missing
+    del node2
+    path = tmp_path / "u.onnx"
+    onnx.save(model, path)
+    with pytest.raises(UnsupportedOpError, match=f"unsupported op for the TVM ONNX frontend: {missing} \\(node 'celu0'\\)"):
+        load_model(str(path))

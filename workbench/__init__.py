@@ -1,0 +1,1 @@
+"""blockwise workbench: the command line and the Textual UI over `engine.session.Session`."""

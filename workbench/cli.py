@@ -1,0 +1,75 @@
+"""`workbench` command line. Every subcommand drives engine.session.Session."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from engine.errors import BlockwiseError
+from workbench import commands
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, no usage dump
+        sys.stderr.write(f"workbench: error: {message} (see --help)\n")
+        raise SystemExit(2)
+
+
+def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """`name=1,3,224,224` -> ("name", (1, 3, 224, 224))."""
+    name, sep, dims = text.rpartition("=")
+    try:
+        shape = tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        shape = ()
+    if not sep or not name or not shape or min(shape) <= 0:
+        raise argparse.ArgumentTypeError(f"bad --shape '{text}', expected NAME=D1,D2,... with positive dims")
+    return name, shape
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="workbench", description="blockwise: block-level dependencies and "
+                     "parallel-operator fusion on Apache TVM")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def model_cmd(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("model", help="ONNX file, bundled sample name, or zoo:NAME (e.g. zoo:inception_v1)")
+        p.add_argument("--shape", action="append", type=parse_shape, default=[], metavar="NAME=D1,D2,..",
+                       help="static shape for a dynamic input (repeatable)")
+        p.add_argument("--seed", type=int, default=0, help="seed for random weights and inputs")
+        return p
+
+    p = model_cmd("inspect", "print the operator graph's facts")
+    p.add_argument("--json", action="store_true", help="print the graph as JSON")
+    p.add_argument("--svg", metavar="FILE", help="write the graph as an SVG laid out by Graphviz")
+    p.set_defaults(run=commands.inspect)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.run(args) or 0
+    except BlockwiseError as err:
+        sys.stderr.write(f"workbench: error: {err}\n")
+        return err.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("workbench: interrupted\n")
+        return 130
+    except Exception as err:  # never a traceback for the user unless asked
+        if args.debug:
+            raise
+        msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        sys.stderr.write(f"workbench: internal error: {type(err).__name__}: {msg} (rerun with --debug)\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""Subcommand bodies: thin wrappers that run a Session and print its results."""
+
+from __future__ import annotations
+
+import json
+
+from engine.graphviz import format_shape, operator_graph_dot, render_svg
+from engine.session import Session
+
+
+def _session(args) -> Session:
+    return Session(args.model, shapes=dict(args.shape), seed=args.seed)
+
+
+def inspect(args) -> int:
+    session = _session(args)
+    graph = session.graph
+    if args.svg:
+        path = render_svg(operator_graph_dot(graph), args.svg)
+    if args.json:
+        print(json.dumps(graph.to_json(), indent=1))
+        return 0
+    s = graph.summary()
+    model = session.model
+    print(f"model        {model.name}  ({model.source})")
+    print("inputs       " + ", ".join(f"{i.name}: {format_shape(i.shape)} {i.dtype}" for i in model.inputs))
+    print(f"operators    {s.ops}   edges {s.edges}   depth {s.depth}   max width {s.max_width}")
+    print(f"work         {s.total_flops / 1e9:.3f} GFLOP")
+    if s.folded_constants or model.weights_replaced:
+        print(f"constants    {s.folded_constants} constant ops folded, "
+              f"{model.weights_replaced} ConstantOfShape weights replaced by seeded random ones")
+    print("op histogram " + ", ".join(f"{op} {n}" for op, n in s.histogram))
+    print("widest parallel levels:")
+    for level, ops in s.widest_levels:
+        names = ", ".join(f"{graph.node(o).label} ({graph.node(o).op})" for o in ops[:8])
+        more = f", +{len(ops) - 8} more" if len(ops) > 8 else ""
+        print(f"  level {level:>3}  width {len(ops)}: {names}{more}")
+    if args.svg:
+        print(f"svg          {path}")
+    return 0
