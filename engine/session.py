@@ -25,3 +25,10 @@ class Session:
     @cached_property
     def graph(self) -> OperatorGraph:
         return build_operator_graph(self.model)
+
+    def compile(self, options: "CompileOptions | None" = None, progress=None, cancel=None) -> "CompileResult":
+        """Run the compile pipeline (engine.pipeline) on this session's model."""
+        from engine.pipeline import CompileOptions, compile_model
+
+        options = options or CompileOptions(seed=self.seed)
+        return compile_model(self.model, self.graph, options, progress=progress, cancel=cancel)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
 import sys
 
 from engine.errors import BlockwiseError
-from workbench import commands
+
+# Each module owns one or more subcommands: `register(subparsers, model_cmd)` adds them.
+COMMAND_MODULES = ["workbench.cmd_inspect", "workbench.cmd_compile"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,6 +30,16 @@ def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="workbench", description="blockwise: block-level dependencies and "
                      "parallel-operator fusion on Apache TVM")
@@ -42,10 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--seed", type=int, default=0, help="seed for random weights and inputs")
         return p
 
-    p = model_cmd("inspect", "print the operator graph's facts")
-    p.add_argument("--json", action="store_true", help="print the graph as JSON")
-    p.add_argument("--svg", metavar="FILE", help="write the graph as an SVG laid out by Graphviz")
-    p.set_defaults(run=commands.inspect)
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub, model_cmd)
     return parser
 
 

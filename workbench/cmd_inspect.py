@@ -1,19 +1,22 @@
-"""Subcommand bodies: thin wrappers that run a Session and print its results."""
+"""`workbench inspect`: the operator graph's facts, as text, JSON or SVG."""
 
 from __future__ import annotations
 
 import json
 
 from engine.graphviz import format_shape, operator_graph_dot, render_svg
-from engine.session import Session
+from workbench.session_args import session_from_args
 
 
-def _session(args) -> Session:
-    return Session(args.model, shapes=dict(args.shape), seed=args.seed)
+def register(sub, model_cmd) -> None:
+    p = model_cmd("inspect", "print the operator graph's facts")
+    p.add_argument("--json", action="store_true", help="print the graph as JSON")
+    p.add_argument("--svg", metavar="FILE", help="write the graph as an SVG laid out by Graphviz")
+    p.set_defaults(run=inspect)
 
 
 def inspect(args) -> int:
-    session = _session(args)
+    session = session_from_args(args)
     graph = session.graph
     if args.svg:
         path = render_svg(operator_graph_dot(graph), args.svg)

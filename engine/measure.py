@@ -1,0 +1,104 @@
+"""Timing: per-kernel times measured in place during real runs, end-to-end latency, onnxruntime.
+
+Kernel calls are timed through the Relax VM's instrument hook (TVM 0.27 has no VM
+profiler), synchronising the device around each call, and aggregated like nsys's kernel
+summary.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    name: str
+    calls: int
+    total_ms: float
+    mean_ms: float
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    share: float  # of the summed kernel time
+
+
+@dataclass(frozen=True)
+class Latency:
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    p90_ms: float
+    runs: int
+
+    @staticmethod
+    def of(samples_s: list[float]) -> "Latency":
+        ms = sorted(s * 1e3 for s in samples_s)
+        return Latency(statistics.median(ms), ms[0], ms[-1], ms[int(0.9 * (len(ms) - 1))], len(ms))
+
+
+def time_runs(fn: Callable[[], object], runs: int, warmup: int = 3) -> Latency:
+    """Median-of-N wall-clock latency after warm-up."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(max(runs, 1)):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return Latency.of(samples)
+
+
+def profile_kernels(vm, run: Callable[[], object], runs: int, sync: Callable[[], None],
+                    names: set[str]) -> tuple[KernelTime, ...]:
+    """Time every call of the kernels `names` in place during `runs` real runs of `run`."""
+    from tvm.runtime.vm import VMInstrumentReturnKind
+
+    samples: dict[str, list[float]] = {}
+    state = {"start": 0.0}
+
+    def instrument(func, func_symbol, before_run, ret_value, *args):
+        if str(func_symbol) not in names:  # VM builtins (allocation, views)
+            return VMInstrumentReturnKind.NO_OP
+        sync()
+        if before_run:
+            state["start"] = time.perf_counter()
+        else:
+            samples.setdefault(str(func_symbol), []).append(time.perf_counter() - state["start"])
+        return VMInstrumentReturnKind.NO_OP
+
+    vm.set_instrument(instrument)
+    try:
+        run()  # warm-up, not recorded
+        samples.clear()
+        for _ in range(max(runs, 1)):
+            run()
+    finally:
+        vm.set_instrument(None)
+    return aggregate(samples, runs=max(runs, 1))
+
+
+def aggregate(samples: dict[str, list[float]], runs: int) -> tuple[KernelTime, ...]:
+    """nsys-style rows, most total time first; `calls` is per inference."""
+    total = sum(sum(v) for v in samples.values()) or 1.0
+    rows = []
+    for name, ts in samples.items():
+        ms = np.asarray(ts) * 1e3
+        rows.append(KernelTime(name, max(len(ts) // runs, 1), float(ms.sum()) / runs, float(ms.mean()),
+                               float(np.median(ms)), float(ms.min()), float(ms.max()),
+                               float(sum(ts) / total)))
+    return tuple(sorted(rows, key=lambda r: -r.total_ms))
+
+
+def onnxruntime_session(proto_bytes: bytes, threads: int):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    return ort.InferenceSession(proto_bytes, opts, providers=["CPUExecutionProvider"])
