@@ -61,6 +61,7 @@ class CompileOptions:
     atol: float = 1e-4
     seed: int = 0
     timing: bool = True
+    stop_after: Stage | None = None  # e.g. Stage.SCHEDULE for analyses of scheduled kernels
     # A function IRModule -> IRModule applying approved fusion decisions (engine.fusion);
     # None skips the stage.
     apply_plan: Callable[[tvm.IRModule, "CompileContext"], tvm.IRModule] | None = None
@@ -100,7 +101,7 @@ class CompileResult:
     kernel_times: tuple[KernelTime, ...]
     latency: Latency | None
     onnxruntime_latency: Latency | None
-    verification: Verification
+    verification: Verification | None  # None when stopped before the verify stage
     ran_on: str
     notes: tuple[str, ...]
     executable: object = field(repr=False, default=None)
@@ -148,11 +149,13 @@ def compile_model(model: Model, graph: OperatorGraph, options: CompileOptions,
         seconds = time.perf_counter() - start
         records.append(StageRecord(stage, seconds, "done", message))
         progress(StageEvent(stage, "done", seconds, message))
+        if stage is options.stop_after:
+            break
     return CompileResult(
         model=model.name, target=spec.name, target_detail=str(ctx.target), stages=tuple(records),
         kernels=ctx.kernels, kernel_times=outputs.get("kernel_times", ()),
         latency=outputs.get("latency"), onnxruntime_latency=outputs.get("ort_latency"),
-        verification=outputs["verification"], ran_on=ctx.ran_on, notes=tuple(ctx.notes),
+        verification=outputs.get("verification"), ran_on=ctx.ran_on, notes=tuple(ctx.notes),
         executable=ctx.executable, module=ctx.mod)
 
 

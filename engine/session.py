@@ -32,3 +32,14 @@ class Session:
 
         options = options or CompileOptions(seed=self.seed)
         return compile_model(self.model, self.graph, options, progress=progress, cancel=cancel)
+
+    def scheduled(self, target: str = "llvm", arch: str | None = None) -> "CompileResult":
+        """Import, fuse and schedule only (no build): the kernels analyses look at. Cached."""
+        from engine.pipeline import CompileOptions, Stage
+
+        key = (target, arch)
+        cache = self.__dict__.setdefault("_scheduled", {})
+        if key not in cache:
+            cache[key] = self.compile(CompileOptions(target=target, arch=arch, seed=self.seed,
+                                                     stop_after=Stage.SCHEDULE))
+        return cache[key]
