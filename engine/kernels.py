@@ -28,77 +28,67 @@ class KernelCall:
     dtype: str
 
 
-def _arg_key(arg):
-    """Vars by name; constants by identity (FuseOps passes the very same objects)."""
-    if isinstance(arg, relax.Var):
-        return arg.name
-    if isinstance(arg, tvm.ir.expr.Constant):
-        return ("const", arg.__hash__())
-    return None
-
-
-def _call_signature(value) -> tuple[str, tuple] | None:
-    """(callee, argument keys) of a call_tir or a call to a fused function."""
+def _call_args(value) -> tuple[str, list] | None:
+    """(callee name, argument exprs) of a call_tir or a call to a fused function; tuples and
+    tuple projections (batch norm returns a tuple) get pseudo-callees so they match too."""
+    if isinstance(value, relax.Tuple):
+        return "(tuple)", list(value.fields)
+    if isinstance(value, relax.TupleGetItem):
+        return f"(item {value.index})", [value.tuple_value]
     if not isinstance(value, relax.Call):
         return None
     if isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.call_tir":
         args = value.args[1].fields if isinstance(value.args[1], relax.Tuple) else [value.args[1]]
-    elif isinstance(value.op, relax.GlobalVar):
-        args = value.args
-    else:
-        return None
-    return value.args[0].name_hint if isinstance(value.op, tvm.ir.Op) else value.op.name_hint, \
-        tuple(k for k in (_arg_key(a) for a in args) if k is not None)
+        return value.args[0].name_hint, list(args)
+    if isinstance(value.op, relax.GlobalVar):
+        return value.op.name_hint, list(value.args)
+    return None
 
 
 def _bindings(func):
     return [b for block in func.body.blocks for b in block.bindings]
 
 
-def trace_fusion(unfused: tvm.IRModule, fused: tvm.IRModule, owner: dict[str, OpId]) -> list[tuple[OpId, ...]]:
+def trace_fusion(unfused: tvm.IRModule, fused: tvm.IRModule, owner: dict) -> list[tuple[OpId, ...]]:
     """The operators computed by each binding of the fused `main`, by binding position
     (FuseTIR keeps positions but may rename).
 
     `unfused` is the module right before FuseOps, `fused` right after; `owner` maps the
-    unfused bindings to operators (engine.relax_import). Every call is matched to the
-    unfused binding with the same callee and the same arguments, after translating the
-    fused names back to unfused ones."""
-    by_signature: dict[tuple, str] = {}
+    unfused bindings (Vars, by identity) to operators. Every call is matched to the unfused
+    binding with the same callee and the same argument objects (Vars and constants are
+    passed through FuseOps unchanged), after translating fused Vars back to unfused ones."""
+    by_signature: dict[tuple, relax.Var] = {}
     for b in _bindings(unfused["main"]):
-        sig = _call_signature(b.value)
-        if sig is not None:
-            by_signature.setdefault(sig, b.var.name)
-    unfused_name: dict[str, str] = {}  # fused `main` var -> unfused var holding the same value
+        call = _call_args(b.value)
+        if call is not None:
+            by_signature.setdefault((call[0], tuple(call[1])), b.var)
+    unfused_of: dict = {}  # fused `main` Var -> unfused Var holding the same value
     result: list[tuple[OpId, ...]] = []
     for b in _bindings(fused["main"]):
-        value = b.value
-        names: list[str] = []
-        if isinstance(value, relax.Call) and isinstance(value.op, relax.GlobalVar) \
-                and isinstance(fused[value.op], relax.Function):
-            func = fused[value.op]
-            local = {p.name: (unfused_name.get(a.name, a.name) if isinstance(a, relax.Var) else _arg_key(a))
-                     for p, a in zip(func.params, value.args)}
+        call = _call_args(b.value)
+        matched: list = []
+        if isinstance(b.value, relax.Call) and isinstance(b.value.op, relax.GlobalVar) \
+                and isinstance(fused[b.value.op], relax.Function):
+            func = fused[b.value.op]
+            local = {p: unfused_of.get(a, a) for p, a in zip(func.params, b.value.args)}
             for x in _bindings(func):
-                sig = _call_signature(x.value)
-                if sig is None:
+                inner = _call_args(x.value)
+                if inner is None:
                     continue
-                args = tuple(local.get(n, n) if isinstance(n, str) else n for n in sig[1])
-                match = by_signature.get((sig[0], args))
-                if match is not None:
-                    names.append(match)
-                    local[x.var.name] = match
-        else:
-            sig = _call_signature(value)
-            if sig is not None:
-                args = tuple(unfused_name.get(n, n) if isinstance(n, str) else n for n in sig[1])
-                match = by_signature.get((sig[0], args))
-                names = [match] if match is not None else []
-        if names:
-            unfused_name[b.var.name] = names[-1]
+                key = (inner[0], tuple(local.get(a, a) for a in inner[1]))
+                if key in by_signature:
+                    local[x.var] = by_signature[key]
+                    matched.append(by_signature[key])
+        elif call is not None:
+            key = (call[0], tuple(unfused_of.get(a, a) for a in call[1]))
+            if key in by_signature:
+                matched.append(by_signature[key])
+        if matched:
+            unfused_of[b.var] = matched[-1]
         ops: list[OpId] = []
-        for n in names:
-            if n in owner and owner[n] not in ops:
-                ops.append(owner[n])
+        for v in matched:
+            if v in owner and owner[v] not in ops:
+                ops.append(owner[v])
         result.append(tuple(ops))
     return result
 
@@ -107,14 +97,15 @@ def list_kernels(mod: tvm.IRModule, ops_of: list[tuple[OpId, ...]]) -> tuple[Ker
     """Kernel call sites of a module after FuseTIR, in execution order."""
     calls = []
     for position, b in enumerate(_bindings(mod["main"])):
-        sig = _call_signature(b.value)
-        if sig is None or not (isinstance(b.value.op, tvm.ir.Op) and b.value.op.name == "relax.call_tir"):
+        call = _call_args(b.value)
+        if not (isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op)
+                and b.value.op.name == "relax.call_tir"):
             continue
         ty = b.var.ty
         shape = tuple(int(v) for v in ty.shape.values) if hasattr(ty, "shape") and ty.shape is not None \
             and hasattr(ty.shape, "values") else ()
         dtype = str(getattr(ty, "dtype", ""))
         ops = ops_of[position] if position < len(ops_of) else ()
-        reads = tuple(k for k in sig[1] if isinstance(k, str))
-        calls.append(KernelCall(len(calls), b.var.name, sig[0], ops, reads, shape, dtype))
+        reads = tuple(a.name for a in call[1] if isinstance(a, relax.Var))
+        calls.append(KernelCall(len(calls), b.var.name, call[0], ops, reads, shape, dtype))
     return tuple(calls)

@@ -22,7 +22,7 @@ from engine.kernels import KernelCall, list_kernels, trace_fusion
 from engine.measure import KernelTime, Latency, onnxruntime_session, profile_kernels, time_runs
 from engine.model import Model
 from engine.opgraph import OperatorGraph
-from engine.relax_import import import_relax
+from engine.relax_import import import_relax, propagate_owners
 from engine.targets import TargetSpec, get_target
 from engine.verify import Verification, locate_mismatch, compare_outputs
 
@@ -65,6 +65,9 @@ class CompileOptions:
     # A function IRModule -> IRModule applying approved fusion decisions (engine.fusion);
     # None skips the stage.
     apply_plan: Callable[[tvm.IRModule, "CompileContext"], tvm.IRModule] | None = None
+    # A function IRModule -> IRModule scheduling some kernels (engine.tuning.KernelTuner),
+    # run first in the schedule stage; kernels it leaves unscheduled get the default.
+    tune: Callable[[tvm.IRModule, "CompileContext"], tvm.IRModule] | None = None
 
 
 @dataclass
@@ -176,8 +179,10 @@ def _import(ctx: CompileContext, out: dict) -> str:
 def _fuse(ctx: CompileContext, out: dict) -> str:
     with ctx.target:
         unfused = tvm.transform.Sequential(_PRE_FUSION)(ctx.mod)
+        known = {b.var: out["owner"][b.var] for blk in unfused["main"].body.blocks
+                 for b in blk.bindings if b.var in out["owner"]}
         fused = relax.transform.FuseOps()(unfused)
-        ops_of = trace_fusion(unfused, fused, out["owner"])
+        ops_of = trace_fusion(unfused, fused, propagate_owners(unfused["main"], known))
         # Reshape kernels become views (no launch), as the build would make them anyway.
         ctx.mod = relax.transform.RewriteDataflowReshape()(relax.transform.FuseTIR()(fused))
     ctx.kernels = list_kernels(ctx.mod, ops_of)
@@ -186,7 +191,8 @@ def _fuse(ctx: CompileContext, out: dict) -> str:
 
 
 def _schedule(ctx: CompileContext, out: dict) -> str:
-
+    if ctx.options.tune is not None:
+        ctx.mod = ctx.options.tune(ctx.mod, ctx)
     ctx.mod = ctx.spec.schedule(ctx.mod, ctx.target)
     # Scheduling may prepack weights and rename kernels (`_prepacked`): re-list the calls
     # with the same operators, by position among kernel calls.

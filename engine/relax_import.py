@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+import onnx
 import tvm
+from onnx import numpy_helper
 from tvm import relax
 
 from engine.errors import UnsupportedOpError
@@ -21,22 +24,24 @@ from engine.opgraph import OpId, OperatorGraph
 @dataclass(frozen=True, eq=False)
 class RelaxModule:
     mod: tvm.IRModule
-    # Relax binding name in `main` -> the operator that produced it.
-    owner: dict[str, OpId]
+    # Relax binding Var of `main` (by identity: names repeat after some passes) -> operator.
+    owner: dict[relax.Var, OpId]
 
 
 def import_relax(model: Model, graph: OperatorGraph) -> RelaxModule:
     """Convert with `tvm.relax.frontend.onnx` and map bindings to operator ids."""
     importer = _recording_importer()
     opset = next((o.version for o in model.proto.opset_import if o.domain in ("", "ai.onnx")), 1)
+    proto, origin = _fold_batchnorm(model.proto)
     try:
-        mod = importer.from_onnx(model.proto.graph, opset)
+        mod = importer.from_onnx(proto.graph, opset)
     except tvm.error.OpNotImplemented as err:
         raise UnsupportedOpError(str(err).strip().splitlines()[-1]) from None
     except Exception as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise UnsupportedOpError(f"TVM's ONNX frontend failed on {model.name}: {first[:300]}") from None
-    ids = {n.index: n.id for n in graph.nodes}
+    by_index = {n.index: n.id for n in graph.nodes}
+    ids = {k: by_index[origin[k]] for k in range(len(origin)) if origin[k] in by_index}
     made_by: dict[relax.Expr, OpId] = {}
     var_made_by: dict[str, OpId] = {}  # converters that emit their own bindings return Vars
     for index, expr in importer.converted:
@@ -45,25 +50,74 @@ def import_relax(model: Model, graph: OperatorGraph) -> RelaxModule:
             for field in (expr.fields if isinstance(expr, relax.Tuple) else [expr]):
                 if isinstance(field, relax.Var):
                     var_made_by.setdefault(field.name, ids[index])
-    bindings = [b for block in mod["main"].body.blocks for b in block.bindings]
-    first_user: dict[str, str] = {}
+    known = {}
+    for b in _bindings(mod["main"]):
+        op = var_made_by.get(b.var.name) or made_by.get(b.value)
+        if op is not None:
+            known[b.var] = op
+    return RelaxModule(mod, propagate_owners(mod["main"], known))
+
+
+def _fold_batchnorm(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[int]]:
+    """Inference batch norm with constant statistics as Mul + Add, node by node.
+
+    Relax's DecomposeOpsForInference would do the same later but recreates the bindings
+    after each batch norm, which loses the binding -> operator link. Returns the rewritten
+    model and, per new node, the index of the node it came from."""
+    inits = {i.name: i for i in proto.graph.initializer}
+    bns = [n for n in proto.graph.node if n.op_type == "BatchNormalization" and len(n.output) == 1
+           and all(x in inits for x in n.input[1:5])]
+    if not bns:
+        return proto, list(range(len(proto.graph.node)))
+    out = onnx.ModelProto()
+    out.CopyFrom(proto)
+    del out.graph.node[:]
+    origin: list[int] = []
+    for index, node in enumerate(proto.graph.node):
+        if node not in bns:
+            out.graph.node.append(node)
+            origin.append(index)
+            continue
+        scale, bias, mean, var = (numpy_helper.to_array(inits[x]).astype(np.float64) for x in node.input[1:5])
+        eps = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
+        mul = scale / np.sqrt(var + eps)
+        shift = bias - mean * mul
+        shape = (-1, 1, 1)  # NCHW channel axis
+        names = [f"{node.output[0]}__bn_mul", f"{node.output[0]}__bn_add", f"{node.output[0]}__bn_scaled"]
+        out.graph.initializer.extend([numpy_helper.from_array(mul.astype(np.float32).reshape(shape), names[0]),
+                                      numpy_helper.from_array(shift.astype(np.float32).reshape(shape), names[1])])
+        out.graph.node.extend([onnx.helper.make_node("Mul", [node.input[0], names[0]], [names[2]]),
+                               onnx.helper.make_node("Add", [names[2], names[1]], [node.output[0]])])
+        origin += [index, index]
+    return out, origin
+
+
+def _bindings(func):
+    return [b for block in func.body.blocks for b in block.bindings]
+
+
+def propagate_owners(func, known: dict) -> dict:
+    """Complete a binding -> operator map over `func`: the frontend (and later passes such
+    as DecomposeOpsForInference) split one operator into several bindings (conv2d inside
+    add(conv2d, bias)); an unknown binding belongs to the operator of its first user, or,
+    when unused (Dropout's mask), to what it reads."""
+    bindings = _bindings(func)
+    first_user: dict = {}
     for b in bindings:
         for v in _var_args(b.value):
-            first_user.setdefault(v, b.var.name)
-    owner: dict[str, OpId] = {}
-    # The frontend returns nested calls that normalisation splits into separate bindings
-    # (conv2d inside add(conv2d, bias)): those belong to the operator of their user.
+            first_user.setdefault(v, b.var)
+    owner = {}
     for b in reversed(bindings):
-        name = b.var.name
-        op = (var_made_by.get(name) or made_by.get(b.value)
-              or owner.get(first_user.get(name, "")))
+        op = known.get(b.var)
+        if op is None and b.var in first_user:
+            op = owner.get(first_user[b.var])
         if op is not None:
-            owner[name] = op
-    for b in bindings:  # unused leftovers (Dropout's mask) belong to what they read
+            owner[b.var] = op
+    for b in bindings:
         reads = [v for v in _var_args(b.value) if v in owner]
-        if b.var.name not in owner and reads:
-            owner[b.var.name] = owner[reads[0]]
-    return RelaxModule(mod, owner)
+        if b.var not in owner and reads:
+            owner[b.var] = owner[reads[0]]
+    return owner
 
 
 def _recording_importer():
@@ -95,11 +149,12 @@ def _collect_calls(expr, op: OpId, out: dict) -> None:
             _collect_calls(field, op, out)
 
 
-def _var_args(expr) -> list[str]:
+def _var_args(expr) -> list:
+    """The Vars an expression reads, in order."""
     if isinstance(expr, relax.Call):
-        return [n for a in expr.args for n in _var_args(a)]
+        return [v for a in expr.args for v in _var_args(a)]
     if isinstance(expr, relax.Tuple):
-        return [n for f in expr.fields for n in _var_args(f)]
+        return [v for f in expr.fields for v in _var_args(f)]
     if isinstance(expr, relax.TupleGetItem):
         return _var_args(expr.tuple_value)
-    return [expr.name] if isinstance(expr, relax.Var) else []
+    return [expr] if isinstance(expr, relax.Var) else []

@@ -75,6 +75,6 @@ def test_every_light_model_imports_into_relax(name):
     model = load_model(f"zoo:{name}")
     graph = build_operator_graph(model)
     relax_mod = import_relax(model, graph)
-    bindings = [b.var.name for blk in relax_mod.mod["main"].body.blocks for b in blk.bindings]
+    bindings = [b.var for blk in relax_mod.mod["main"].body.blocks for b in blk.bindings]
     assert bindings and set(bindings) == set(relax_mod.owner)  # every binding traced to an op
     assert set(relax_mod.owner.values()) == {n.id for n in graph.nodes}

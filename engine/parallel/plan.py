@@ -1,0 +1,211 @@
+"""The fusion plan: choices (decisions) over detected parallel groups, as JSON that replays.
+
+A plan names its model, target and a fingerprint of the kernel list it was proposed on;
+each decision names its member kernels by launch position *and* operators, so loading a
+plan for another model, or after the kernels changed, fails with a one-line PlanError.
+Proposing never touches IR; `engine.parallel.apply` executes the approved decisions.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import NewType
+
+from engine.errors import PlanError
+from engine.kernels import KernelCall
+
+PLAN_FORMAT = 1
+DecisionId = NewType("DecisionId", str)
+
+
+class DecisionKind(str, enum.Enum):
+    HORIZONTAL = "horizontal"  # kernels reading the same fork value, one launch
+    BRANCH_STAGE = "branch-stage"  # the s-th kernels of parallel branches (different inputs)
+    VERTICAL_BLOCK = "block-level vertical"  # producer->consumer at block level: not proposed yet
+
+
+class DecisionStatus(str, enum.Enum):
+    PROPOSED = "proposed"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True)
+class MemberRef:
+    kernel: int  # KernelCall.index in the scheduled (unfused) module
+    func: str
+    ops: tuple[str, ...]
+    labels: tuple[str, ...]
+    signature: str
+    out_shape: tuple[int, ...]
+    flops: int
+    chunks: int
+
+
+@dataclass(frozen=True)
+class Gain:
+    """Estimated effect; `estimated_us` is a model, the compile report has measurements."""
+
+    launches_saved: int
+    parallel_regions_saved: int  # CPU: thread-pool wake-ups; GPU: same as launches
+    member_chunks: tuple[int, ...]
+    fused_chunks: int
+    utilisation_before: float  # work-weighted share of cores (SMs) busy, members alone
+    utilisation_after: float
+    estimated_us: float
+
+
+@dataclass(frozen=True)
+class Evidence:
+    fork: str  # the value the group forks from
+    branches: tuple[tuple[int, ...], ...]  # kernel indices of the group's branches
+    no_path: bool
+    no_member_reads_another: bool
+    launch_after: int
+    first_consumer: int
+    reorder_needed: bool
+    heterogeneous: bool
+    dropped: tuple[str, ...] = ()  # members left out, with the reason
+
+
+@dataclass(frozen=True)
+class FusionDecision:
+    id: DecisionId
+    kind: DecisionKind
+    stage: int
+    members: tuple[MemberRef, ...]
+    gain: Gain
+    evidence: Evidence
+    status: DecisionStatus = DecisionStatus.PROPOSED
+    reason: str = ""
+
+    @property
+    def kernels(self) -> tuple[int, ...]:
+        return tuple(m.kernel for m in self.members)
+
+    def title(self) -> str:
+        return " | ".join(m.labels[0] if m.labels else m.func for m in self.members)
+
+
+@dataclass(frozen=True)
+class FusionPlan:
+    model: str
+    target: str
+    fingerprint: str
+    decisions: tuple[FusionDecision, ...]
+
+    def decision(self, decision_id: str) -> FusionDecision:
+        for d in self.decisions:
+            if d.id == decision_id:
+                return d
+        raise PlanError(f"no decision '{decision_id}' in the plan; known: "
+                        f"{', '.join(d.id for d in self.decisions) or 'none'}")
+
+    def approved(self) -> tuple[FusionDecision, ...]:
+        return tuple(d for d in self.decisions if d.status is DecisionStatus.APPROVED)
+
+    def with_approval(self, spec: str) -> "FusionPlan":
+        """`all` approves every proposed decision, `none` none, `d0,d3` those (the others
+        proposed stay proposed; rejected ones cannot be approved)."""
+        spec = spec.strip()
+        if spec == "none":
+            wanted: set[str] = set()
+        elif spec == "all":
+            wanted = {d.id for d in self.decisions if d.status is not DecisionStatus.REJECTED}
+        else:
+            wanted = {s.strip() for s in spec.split(",") if s.strip()}
+            for w in wanted:
+                d = self.decision(w)
+                if d.status is DecisionStatus.REJECTED:
+                    raise PlanError(f"decision {w} was rejected ({d.reason}); it cannot be approved")
+        out = []
+        for d in self.decisions:
+            if d.status is DecisionStatus.REJECTED:
+                out.append(d)
+            else:
+                out.append(replace(d, status=DecisionStatus.APPROVED if d.id in wanted
+                                   else DecisionStatus.PROPOSED))
+        return replace(self, decisions=tuple(out))
+
+    # --- JSON -----------------------------------------------------------------------------
+
+    def to_json(self) -> dict:
+        return {"format": PLAN_FORMAT, "model": self.model, "target": self.target,
+                "fingerprint": self.fingerprint,
+                "decisions": [_decision_json(d) for d in self.decisions]}
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=1) + "\n"
+
+    @staticmethod
+    def from_json(data: dict) -> "FusionPlan":
+        try:
+            if data.get("format") != PLAN_FORMAT:
+                raise PlanError(f"unsupported plan format {data.get('format')!r} (expected {PLAN_FORMAT})")
+            return FusionPlan(data["model"], data["target"], data["fingerprint"],
+                              tuple(_decision_from(d) for d in data["decisions"]))
+        except PlanError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise PlanError(f"malformed plan: {type(err).__name__}: {err}") from None
+
+
+def _decision_json(d: FusionDecision) -> dict:
+    data = asdict(d)
+    data["kind"], data["status"] = d.kind.value, d.status.value
+    return data
+
+
+def _tuple(x):
+    return tuple(_tuple(v) for v in x) if isinstance(x, list) else x
+
+
+def _decision_from(d: dict) -> FusionDecision:
+    members = tuple(MemberRef(**{k: _tuple(v) for k, v in m.items()}) for m in d["members"])
+    gain = Gain(**{k: _tuple(v) for k, v in d["gain"].items()})
+    evidence = Evidence(**{k: _tuple(v) for k, v in d["evidence"].items()})
+    return FusionDecision(DecisionId(d["id"]), DecisionKind(d["kind"]), int(d["stage"]), members,
+                          gain, evidence, DecisionStatus(d["status"]), d.get("reason", ""))
+
+
+def kernel_fingerprint(kernels: tuple[KernelCall, ...]) -> str:
+    text = "\n".join(f"{k.index} {' '.join(k.ops)} {k.out_shape}" for k in kernels)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def validate_plan(plan: FusionPlan, model: str, target: str, kernels: tuple[KernelCall, ...],
+                  source: str = "plan") -> FusionPlan:
+    """Check the plan against the model's kernels; PlanError (one line) when it does not fit."""
+    if plan.model != model:
+        raise PlanError(f"{source} is for model '{plan.model}', not '{model}'")
+    if plan.target != target:
+        raise PlanError(f"{source} is for target '{plan.target}', not '{target}'")
+    for d in plan.decisions:
+        if len(d.members) < 2:
+            raise PlanError(f"{source}: decision {d.id} has fewer than 2 members")
+        for m in d.members:
+            if not 0 <= m.kernel < len(kernels) or tuple(kernels[m.kernel].ops) != tuple(m.ops):
+                raise PlanError(f"{source}: decision {d.id}: unknown member kernel {m.kernel} "
+                                f"({', '.join(m.labels) or m.func}) in model '{model}'")
+    ids = [d.id for d in plan.decisions]
+    if len(set(ids)) != len(ids):
+        raise PlanError(f"{source}: duplicate decision ids")
+    return plan
+
+
+def load_plan(path: str | Path) -> FusionPlan:
+    """Parse a plan file (not yet validated against a model: see validate_plan)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PlanError(f"plan file not found: {path}") from None
+    except (OSError, ValueError) as err:
+        raise PlanError(f"{path}: not a JSON plan: {str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise PlanError(f"{path}: not a JSON plan object")
+    return FusionPlan.from_json(data)

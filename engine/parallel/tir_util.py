@@ -1,0 +1,98 @@
+"""Small TIR helpers shared by the CPU and GPU horizontal-fusion code generators."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+import tvm_ffi
+from tvm import ir, tirx
+from tvm.s_tir import SBlock, SBlockRealize
+from tvm.tirx import _ffi_api as _tirx_api
+from tvm.tirx.buffer import is_buffer_var
+
+from engine.errors import CompileError
+
+
+class FusionUnsupported(CompileError):
+    """A member kernel has a shape the horizontal code generator cannot fuse (one line)."""
+
+
+def fresh_copy(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """The same PrimFunc with every Var (params, buffers, loops, block iters) replaced by a
+    new one: two calls of one PrimFunc can then live side by side in a fused kernel."""
+    cache: dict[int, ir.Var] = {}
+
+    def on_var(var):
+        h = var.__chandle__()
+        if h not in cache:
+            cache[h] = (_tirx_api.BufferVar(var.name, var.ty, None) if is_buffer_var(var)
+                        else tirx.Var(var.name, var.ty))
+        return cache[h]
+
+    return tvm_ffi.structural_map(func, (ir.Var, on_var))
+
+
+def substitute(node, mapping: dict[int, object]):
+    """Replace Vars (keyed by `__chandle__()`) by expressions."""
+    if not mapping:
+        return node
+    return tvm_ffi.structural_map(node, (ir.Var, lambda v: mapping.get(v.__chandle__(), v)))
+
+
+@dataclass(frozen=True, eq=False)
+class RootParts:
+    """A scheduled PrimFunc taken apart: params, root-block allocations and root body."""
+
+    inputs: tuple[ir.Var, ...]
+    output: ir.Var
+    allocs: tuple[ir.Var, ...]
+    body: tirx.Stmt
+
+
+def root_parts(func: tirx.PrimFunc, name: str) -> RootParts:
+    realize = func.body
+    if not isinstance(realize, SBlockRealize) or len(realize.block.iter_vars):
+        raise FusionUnsupported(f"{name}: no root block (not a scheduled block-level PrimFunc)")
+    block = realize.block
+    if len(block.match_buffers):
+        raise FusionUnsupported(f"{name}: root block has match_buffers")
+    if len(func.params) < 2 or not all(is_buffer_var(p) for p in func.params):
+        raise FusionUnsupported(f"{name}: expected buffer params (inputs..., one output)")
+    return RootParts(tuple(func.params[:-1]), func.params[-1], tuple(block.alloc_buffers), block.body)
+
+
+def fused_func(parts: list[RootParts], body: tirx.Stmt, like: tirx.PrimFunc,
+               extra_allocs=()) -> tirx.PrimFunc:
+    """A PrimFunc taking all members' inputs, then all members' outputs (call_tir DPS
+    order for a tuple output), with one root block holding every member's allocations."""
+    params = [p for m in parts for p in m.inputs] + [m.output for m in parts]
+    allocs = [a for m in parts for a in m.allocs] + list(extra_allocs)
+    root = SBlock([], [], [], "root", body, None, allocs)
+    attrs = tvm.ir.make_node("ir.DictAttrs", **{"tirx.is_scheduled": True, "tirx.noalias": True})
+    return tirx.PrimFunc(params, SBlockRealize([], True, root), ret_type=like.ret_type, attrs=attrs)
+
+
+def dispatch(index: tirx.PrimExpr, ranges: list[tuple[int, int]], bodies: list[tirx.Stmt],
+             wrap=lambda cond: cond) -> tirx.Stmt:
+    """`if index < end0: body0 elif index < end1: body1 ... else: body_last`."""
+    stmt = bodies[-1]
+    for (_, end), body in reversed(list(zip(ranges[:-1], bodies[:-1]))):
+        cond = index < tirx.const(end, index.ty if hasattr(index, "ty") else "int64")
+        stmt = tirx.IfThenElse(wrap(cond), body, stmt)
+    return stmt
+
+
+def walk(node, kind, fn) -> None:
+    tvm_ffi.structural_walk(node, (kind, fn), order="pre")
+
+
+def count(node, kind, pred=lambda n: True) -> int:
+    found = [0]
+
+    def on(n):
+        if pred(n):
+            found[0] += 1
+
+    walk(node, kind, on)
+    return found[0]

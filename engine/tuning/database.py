@@ -1,0 +1,85 @@
+"""The persistent tuning store of one model on one target.
+
+    .blockwise/tune/<model>-<target>/
+        database_workload.json, database_tuning_record.json   MetaSchedule JSONDatabase
+        choices.json      per kernel workload: default time, tuned time, trials, choice
+        logs/             MetaSchedule task logs
+
+A later compile finds every kernel it has seen here and measures nothing again.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import tvm
+import tvm_ffi
+from tvm.s_tir import meta_schedule as ms
+
+DEFAULT_ROOT = Path(".blockwise/tune")
+
+
+class Choice(str, enum.Enum):
+    TUNED = "tuned"  # the tuner's best schedule measured faster than the default
+    DEFAULT = "default"  # the default schedule measured faster (or the tuner found nothing valid)
+    NOT_TUNED = "not tuned"  # outside the trial budget: only the default was measured
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """What is known about one kernel workload (keyed by structural hash)."""
+
+    workload: str
+    name: str  # PrimFunc name when first seen
+    default_s: float | None
+    tuned_s: float | None = None
+    trials: int = 0
+    choice: Choice = Choice.NOT_TUNED
+
+    @property
+    def speedup(self) -> float | None:
+        if self.default_s and self.tuned_s:
+            return self.default_s / self.tuned_s
+        return None
+
+
+def workload_key(mod: tvm.IRModule) -> str:
+    return f"{tvm_ffi.structural_hash(mod) & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+class TuneStore:
+    """The database folder of one (model, target) pair."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    @staticmethod
+    def for_model(model: str, target: str, root: str | os.PathLike | None = None) -> "TuneStore":
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{model}-{target}")
+        return TuneStore(Path(root or DEFAULT_ROOT) / safe)
+
+    def database(self) -> ms.database.JSONDatabase:
+        self.path.mkdir(parents=True, exist_ok=True)
+        return ms.database.JSONDatabase(work_dir=str(self.path))
+
+    @property
+    def _choices_path(self) -> Path:
+        return self.path / "choices.json"
+
+    def load_records(self) -> dict[str, KernelRecord]:
+        if not self._choices_path.exists():
+            return {}
+        raw = json.loads(self._choices_path.read_text())
+        return {k: KernelRecord(**{**v, "choice": Choice(v["choice"])}) for k, v in raw.items()}
+
+    def save_records(self, records: dict[str, KernelRecord]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        data = {k: {**asdict(r), "choice": r.choice.value} for k, r in sorted(records.items())}
+        tmp = self._choices_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(self._choices_path)
