@@ -24,6 +24,8 @@ PrimFuncs that compute the same thing on the CPU, so they can be checked without
 
 from __future__ import annotations
 
+import re
+
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -137,3 +139,16 @@ def nvcc_compile(source: str, target: Target, fmt: str = "cubin") -> bytes:
         target = Target(target)
     with target:
         return bytes(nvcc.compile_cuda(source, target_format=fmt, compiler="nvcc"))
+
+
+def check_with_nvcc(executable, target: Target) -> str:
+    """Compile the generated CUDA with nvcc (no GPU needed): proves the code is valid for
+    the target's arch even where TVM keeps it as source for NVRTC at load time."""
+    import shutil
+
+    if shutil.which("nvcc") is None:
+        return "nvcc not found: CUDA source not compiled here"
+    source = cuda_source(executable)
+    cubin = nvcc_compile(source, target)
+    kernels = len(set(re.findall(r"__global__\s+void\s+(?:__launch_bounds__\(\d+\)\s+)?(\w+)", source)))
+    return f"nvcc compiled {kernels} CUDA kernels for {target.arch} ({len(cubin) // 1024} KiB cubin)"

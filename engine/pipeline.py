@@ -213,7 +213,10 @@ def _apply_plan(ctx: CompileContext, out: dict) -> str:
 
 def _build(ctx: CompileContext, out: dict) -> str:
     ctx.executable = tvm.compile(ctx.mod, target=ctx.target)
-    return str(ctx.target.kind.name)
+    check = ctx.spec.check_codegen(ctx.executable, ctx.target)
+    if check:
+        ctx.notes.append(check)
+    return check or str(ctx.target.kind.name)
 
 
 def _verify(ctx: CompileContext, out: dict) -> str:

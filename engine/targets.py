@@ -18,6 +18,7 @@ class TargetSpec:
     make: Callable[[str | None], tvm.target.Target]  # arch option -> Target
     scheduler: str  # module path of `schedule_module(mod, target)`
     host_emulation: bool  # verify by running the scheduled kernels on the CPU when no device
+    codegen_check: str | None = None  # "module:function(executable, target) -> message"
 
     def target(self, arch: str | None = None) -> tvm.target.Target:
         return self.make(arch)
@@ -29,9 +30,17 @@ class TargetSpec:
         return bool(tvm.runtime.enabled(self.device_kind)) and self.device().exist
 
     def schedule(self, mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
-        import importlib
+        return _resolve(f"{self.scheduler}:schedule_module")(mod, target)
 
-        return importlib.import_module(self.scheduler).schedule_module(mod, target)
+    def check_codegen(self, executable, target: tvm.target.Target) -> str:
+        return _resolve(self.codegen_check)(executable, target) if self.codegen_check else ""
+
+
+def _resolve(ref: str):
+    import importlib
+
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def _llvm(arch: str | None) -> tvm.target.Target:
@@ -60,7 +69,7 @@ TARGETS: dict[str, TargetSpec] = {
     "llvm": TargetSpec("llvm", "cpu", "chunk of the outer parallel loop", _llvm,
                        "engine.cpu_schedule", host_emulation=False),
     "cuda": TargetSpec("cuda", "cuda", "blockIdx", _cuda, "engine.gpu_schedule",
-                       host_emulation=True),
+                       host_emulation=True, codegen_check="engine.gpu_schedule:check_with_nvcc"),
 }
 
 

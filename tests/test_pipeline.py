@@ -117,3 +117,22 @@ def test_zoo_models_verify_and_list_every_kernel(name):
     assert {t.name for t in result.kernel_times} == {k.func for k in result.kernels}
     covered = {o for k in result.kernels for o in k.ops}
     assert covered >= {n.id for n in session.graph.nodes if n.op == "Conv"}
+
+
+def test_cuda_compile_exports_and_verifies_by_emulation(cli, tmp_path):
+    out = tmp_path / "c"
+    res = cli("compile", "fire_module", "--target", "cuda", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    data = json.loads((out / "report.json").read_text())
+    assert data["ran_on"] == "host emulation" and data["verification"]["passed"]
+    assert any(n.startswith("nvcc compiled 4 CUDA kernels for sm_90") for n in data["notes"])
+    assert data["kernel_times"] == [] and data["latency"] is None  # no device: no invented timings
+    assert (out / "model.so").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_inception_v1_cuda_compile(cli, tmp_path):
+    res = cli("compile", "zoo:inception_v1", "--target", "cuda", "--out", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["verification"]["passed"] and data["ran_on"] == "host emulation"

@@ -1,0 +1,386 @@
+"""The TUI driven headlessly (App.run_test + Pilot) with a fake session and fake analyses.
+
+The fakes return the engine's own dataclasses where those are cheap (OperatorGraph,
+KernelTime, StageEvent) and the TUI's facts shapes for the analyses."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from engine.measure import KernelTime, Latency
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.blocks_view import BlocksView
+from workbench.tui.compile_panel import CompilePanel
+from workbench.tui.engine_adapter import EngineAnalyses
+from workbench.tui.facts import (BlockDepsReport, BlockGrid, DecisionRow, EdgeDeps, PlanState, Status,
+                                 Unavailable)
+from workbench.tui.fusion_table import FusionTable
+from workbench.tui.graph_canvas import GraphCanvas
+from workbench.tui.graph_view import GraphView
+from workbench.tui.layout import Detail
+from workbench.tui.synthetic import synthetic_graph
+from workbench.tui.timing_view import KernelTable, TimingView
+
+SIZE = (160, 45)
+STAGE_NAMES = ("import", "fuse", "schedule", "apply plan", "build", "verify", "time")
+
+
+class FakeSession:
+    """Session-shaped: a synthetic graph; compile walks the stages in a few ms."""
+
+    def __init__(self, graph, stage_delay: float = 0.0):
+        self.graph = graph
+        self.model = SimpleNamespace(name=graph.model)
+        self.stage_delay = stage_delay
+        self.compiles = []
+
+    def kernels(self, fused_pairs: bool = True):
+        out, ops = [], [n.id for n in self.graph.nodes]
+        i = 0
+        while i < len(ops):
+            take = 2 if fused_pairs and self.graph.node(ops[i]).op == "Conv" and i + 1 < len(ops) else 1
+            out.append(SimpleNamespace(index=len(out), func=f"k{len(out)}_{self.graph.node(ops[i]).op.lower()}",
+                                       ops=tuple(ops[i:i + take])))
+            i += take
+        return tuple(out)
+
+    def scheduled(self, target="llvm", arch=None):
+        return SimpleNamespace(kernels=self.kernels())
+
+    def compile(self, options=None, progress=None, cancel=None):
+        from engine.pipeline import Cancelled, Stage, StageEvent
+
+        self.compiles.append(options)
+        for stage in Stage:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled(f"compile cancelled before stage '{stage.value}'")
+            if stage is Stage.APPLY_PLAN and options.apply_plan is None:
+                progress(StageEvent(stage, "skip", message="no plan"))
+                continue
+            progress(StageEvent(stage, "start"))
+            time.sleep(self.stage_delay)
+            progress(StageEvent(stage, "done", self.stage_delay, f"{stage.value} ok"))
+        kernels = self.kernels(fused_pairs=True)
+        scale = 0.5 if options.apply_plan else 1.0
+        times = tuple(KernelTime(k.func, 1, scale * 0.01 * (k.index + 1), 0.01, 0.01, 0.01, 0.01,
+                                 1 / len(kernels)) for k in kernels)
+        return SimpleNamespace(model=self.graph.model, target="llvm", kernels=kernels, kernel_times=times,
+                               latency=Latency(1.5 * scale, 1.4, 1.6, 1.6, 20),
+                               onnxruntime_latency=Latency(1.0, 1.0, 1.0, 1.0, 20),
+                               verification=SimpleNamespace(passed=True, summary=lambda: "outputs match"),
+                               launches=len(kernels), notes=())
+
+
+class FakeAnalyses(EngineAnalyses):
+    """Block dependencies and a plan in the TUI's shapes; saves the plan as JSON."""
+
+    def __init__(self, plan_dir: Path, blocks: bool = True, plan: bool = True):
+        self.plan_dir, self.blocks, self.with_plan = plan_dir, blocks, plan
+        self.saved = []
+
+    def block_deps(self, session):
+        if not self.blocks:
+            return Unavailable("engine.blockdeps is not importable (test)")
+        ks = session.kernels()
+        edges = []
+        for a, b in zip(ks, ks[1:3]):
+            edges.append(EdgeDeps(f"{a.index}->{b.index}", BlockGrid(a.func, (4, 8), a.ops),
+                                  BlockGrid(b.func, (4, 8), b.ops), "one-to-few",
+                                  needs=lambda c: tuple(p for p in (c - 1, c, c + 1) if 0 <= p < 32),
+                                  figures=(("fan-in", "mean 2.9, max 3"),)))
+        return BlockDepsReport(tuple(edges), (("edges", str(len(edges))),))
+
+    def block_graph_dot(self, session, report, edge_key):
+        return 'digraph B { "p0" -> "c0"; "p1" -> "c0"; }'
+
+    def load_or_propose(self, session, path=None):
+        if not self.with_plan:
+            return Unavailable("engine.parallel has no plan API (test)")
+        target = Path(path or self.plan_dir / "plan.json")
+        rows = [DecisionRow("D1", "horizontal", ("n1", "n6"), "same input, 2 convs", "0.10 ms",
+                            Status.PROPOSED),
+                DecisionRow("D2", "horizontal", ("n3", "n9"), "independent branches", "0.05 ms",
+                            Status.PROPOSED)]
+        if target.exists():
+            status = json.loads(target.read_text())
+            rows = [DecisionRow(r.id, r.kind, r.members, r.evidence, r.estimated_gain, Status(status[r.id]))
+                    for r in rows]
+        return PlanState(rows, str(target))
+
+    def save_plan(self, plan):
+        path = Path(plan.path)
+        path.write_text(json.dumps({r.id: r.status.value for r in plan.rows}))
+        self.saved.append(path)
+        return path
+
+    def apply_fn(self, session, plan):
+        return lambda mod, ctx: mod
+
+
+def make_app(tmp_path, n_nodes=40, **kw) -> tuple[WorkbenchApp, FakeSession]:
+    session = FakeSession(synthetic_graph(n_nodes), stage_delay=kw.pop("stage_delay", 0.0))
+    analyses = FakeAnalyses(tmp_path, **kw)
+    app = WorkbenchApp("synthetic", session_factory=lambda spec: session, analyses=analyses,
+                       out_dir=tmp_path / "export")
+    return app, session
+
+
+async def settle(pilot, app) -> None:
+    """Let workers finish and their messages land (a superseded layout worker is cancelled)."""
+    from textual.worker import WorkerCancelled
+
+    for _ in range(4):
+        for worker in [w for w in app.workers if not w.is_finished]:
+            try:
+                await worker.wait()
+            except WorkerCancelled:
+                pass
+        await pilot.pause()
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_open_model_draws_the_graph(tmp_path):
+    async def go():
+        app, _ = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            canvas = app.query_one(GraphCanvas)
+            assert canvas.scene is not None and len(canvas.scene.layout.boxes) == 40
+            shot = screen(app)
+            assert "Conv 1x64x28x28" in shot and "stem/conv" in shot
+            assert "▼" in shot and "╭" in shot  # arrows and boxes
+            assert "synthetic: 40 ops" in shot
+            # fused kernels from the scheduled module are clusters
+            assert any(spec.kind == "kernel" for spec, _ in canvas.scene.layout.clusters)
+    run(go())
+
+
+def test_search_next_match_and_focus(tmp_path):
+    async def go():
+        app, _ = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            await pilot.press("slash", *"maxpool", "enter")
+            view = app.query_one(GraphView)
+            canvas = app.query_one(GraphCanvas)
+            assert len(view.matches) >= 2
+            first = canvas.selected
+            assert first == view.matches[0] and app.graph.node(first).op == "MaxPool"
+            await pilot.press("n")
+            assert canvas.selected == view.matches[1]
+            await pilot.press("N")
+            assert canvas.selected == first
+            await pilot.press("f")
+            await settle(pilot, app)
+            assert canvas.focused_view and first in canvas.scene.layout.boxes
+            assert len(canvas.scene.layout.boxes) < 40
+            assert "focus:" in screen(app)
+            await pilot.press("escape")
+            await settle(pilot, app)
+            assert not canvas.focused_view and len(canvas.scene.layout.boxes) == 40
+            await pilot.press("slash", *"1x96", "enter")  # by shape
+            assert view.matches and all("96" in str(app.graph.node(m).outputs[0].shape) for m in view.matches)
+    run(go())
+
+
+def test_zoom_levels_and_pan(tmp_path):
+    async def go():
+        app, _ = make_app(tmp_path, n_nodes=120)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            canvas = app.query_one(GraphCanvas)
+            await pilot.press("minus")
+            await settle(pilot, app)
+            assert canvas.scene.layout.detail is Detail.OP
+            assert "stem/conv" not in screen(app)
+            await pilot.press("minus")
+            await settle(pilot, app)
+            assert canvas.scene.layout.detail is Detail.DOTS and "●" in screen(app)
+            await pilot.press("plus", "plus")
+            await settle(pilot, app)
+            assert canvas.scene.layout.detail is Detail.FULL
+            y = canvas.scroll_y
+            await pilot.press("j", "j", "down")
+            assert canvas.scroll_y == y + 6
+    run(go())
+
+
+def test_approve_reject_highlight_and_save(tmp_path):
+    async def go():
+        app, _ = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            await pilot.press("3")
+            table = app.query_one(FusionTable)
+            assert table.has_focus and table.row_count == 2
+            canvas = app.query_one(GraphCanvas)
+            assert canvas._highlight == {"n1", "n6"}  # the first row's members
+            await pilot.press("a")  # approve D1, cursor moves to D2
+            assert app.plan.row("D1").status is Status.APPROVED and app.plan.dirty
+            assert canvas._highlight == {"n3", "n9"}
+            await pilot.press("r")
+            assert app.plan.row("D2").status is Status.REJECTED
+            shot = screen(app)
+            assert "approved" in shot and "rejected" in shot and "unsaved" in shot
+            await pilot.press("ctrl+s")
+            saved = json.loads((tmp_path / "plan.json").read_text())
+            assert saved == {"D1": "approved", "D2": "rejected"}
+            await pilot.press("R")
+            assert all(r.status is Status.REJECTED for r in app.plan.rows)
+            await pilot.press("ctrl+o")  # reload from the file
+            await pilot.pause()
+            assert app.plan.row("D1").status is Status.APPROVED
+    run(go())
+
+
+def test_compile_before_and_after_fills_timing(tmp_path):
+    async def go():
+        app, session = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            await pilot.press("C")  # nothing approved yet: refused
+            await settle(pilot, app)
+            assert not session.compiles
+            await pilot.press("c")
+            await settle(pilot, app)
+            assert app.results["before"] is not None
+            assert "done: " in screen(app)  # compile tab outcome
+            panel = app.query_one(CompilePanel)
+            assert all(r.state in ("done", "skip") for r in panel.rows.values())
+            assert list(panel.rows) == list(STAGE_NAMES)
+            await pilot.press("3", "A", "C")
+            await settle(pilot, app)
+            assert session.compiles[-1].apply_plan is not None and app.results["after"] is not None
+            await pilot.press("4")
+            shot = screen(app)
+            assert "before the plan" in shot and "after the plan" in shot
+            assert "Time %" in shot and "█" in shot and "2.00x vs before" in shot
+            table = app.query(KernelTable).first()
+            first = table.get_row_at(0)[-1]
+            await pilot.press("o")  # sort by calls, then name
+            await pilot.press("o", "o", "o", "o", "o", "o")
+            assert table.get_row_at(0)[-1] != first or table.sort_index == 7
+            # measured gains reach the decisions
+            assert all(r.measured_gain_ms is not None for r in app.plan.rows)
+            # nodes are coloured by kernel time
+            assert app.query_one(GraphCanvas)._heat
+    run(go())
+
+
+def test_compile_can_be_cancelled_and_ui_stays_responsive(tmp_path):
+    async def go():
+        app, session = make_app(tmp_path, stage_delay=0.15)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            await pilot.press("c")
+            await pilot.pause(0.2)
+            await pilot.press("1", "minus")  # the UI answers keys while compiling
+            assert app.query_one("#tabs").active == "graph"
+            await pilot.press("x")
+            await settle(pilot, app)
+            assert app.results["before"] is None
+            panel = app.query_one(CompilePanel)
+            assert not panel.running and any(r.state == "cancelled" for r in panel.rows.values())
+    run(go())
+
+
+def test_blocks_view_highlights_producer_blocks(tmp_path):
+    async def go():
+        app, _ = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            await pilot.press("2")
+            view = app.query_one(BlocksView)
+            assert view.edge is not None and view.edge.edge_class == "one-to-few"
+            shot = screen(app)
+            assert "one-to-few" in shot and "needs 2" in shot  # block 0 needs 0 and 1
+            await pilot.press("right", "down")  # block 9
+            assert "consumer block 9 needs 3" in screen(app)
+    run(go())
+
+
+def test_unavailable_analyses_are_said_not_faked(tmp_path):
+    async def go():
+        app, _ = make_app(tmp_path, blocks=False, plan=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            await pilot.press("2")
+            assert "Block dependency analysis not available" in screen(app)
+            await pilot.press("3")
+            assert "Fusion plan not available" in screen(app)
+            assert app.query_one(FusionTable).row_count == 0
+    run(go())
+
+
+def test_export_writes_svgs_and_notifies(tmp_path):
+    async def go():
+        app, _ = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            await pilot.press("c")
+            await settle(pilot, app)
+            await pilot.press("e")
+            await settle(pilot, app)
+            out = tmp_path / "export"
+            for name in ("opgraph.svg", "blockgraph.svg", "timing-before.svg", "timing-before.png"):
+                assert (out / name).stat().st_size > 0, name
+            assert "<svg" in (out / "opgraph.svg").read_text()
+            assert "wrote" in screen(app)  # the notification says where
+    run(go())
+
+
+def test_help_lists_every_key_and_theme_toggles(tmp_path):
+    async def go():
+        app, _ = make_app(tmp_path)
+        async with app.run_test(size=(160, 80)) as pilot:
+            await settle(pilot, app)
+            await pilot.press("question_mark")
+            await pilot.pause()
+            shot = screen(app)
+            for key in ("Approve all", "Focus", "Search", "Next match", "Zoom in", "Export", "command palette",
+                        "Light/dark", "Sort"):
+                assert key in shot, key
+            await pilot.press("escape")
+            dark = app.current_theme.dark
+            await pilot.press("d")
+            assert app.current_theme.dark != dark
+    run(go())
+
+
+def test_graph_screen_snapshot(tmp_path):
+    """A fixed-size screenshot of the opening screen: its key text lines are stable."""
+    async def go():
+        app, _ = make_app(tmp_path, n_nodes=12)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await settle(pilot, app)
+            svg = app.export_screenshot()
+            (tmp_path / "graph.svg").write_text(svg)
+            assert svg.startswith("<svg") and "stem/conv" in svg
+            text = screen(app).splitlines()
+            assert "1 Graph" in text[1] or "1 Graph" in text[2]
+            assert any("╭" in line and "╮" in line for line in text)
+            assert any("Conv 1x64x28x28" in line for line in text)
+            assert "^p palette" in text[-1] or "palette" in text[-1]
+    run(go())
+
+
+def screen(app) -> str:
+    """The current screen as plain text (what export_screenshot draws, without the SVG)."""
+    import io
+
+    from rich.console import Console
+
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), record=True, legacy_windows=False,
+                      safe_box=False, force_terminal=True, color_system="truecolor")
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    return console.export_text()
