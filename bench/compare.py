@@ -1,0 +1,199 @@
+"""End-to-end comparison against the peers, measured side by side in one run.
+
+    .venv/bin/python bench/compare.py --quick            # ~10 min on 2 cores
+    .venv/bin/python bench/compare.py --models zoo:squeezenet --runs 30 --json out.json
+
+Per model: onnxruntime (CPU EP, all cores), stock TVM (the same TVM version's default
+llvm pipeline: `tvm.compile` of the imported module, which applies no schedule), and this
+project with each optimisation on/off. Latency is the median of N runs after warm-up;
+rounds of the three are interleaved so that load from other processes hits all of them.
+Ratios are reported against each peer with geometric means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+QUICK_MODELS = ["inception_block", "fire_module", "mha_block", "moe_block", "zoo:squeezenet",
+                "zoo:inception_v1", "zoo:inception_v2", "zoo:resnet50", "zoo:shufflenet",
+                "zoo:densenet121"]
+
+
+@dataclass
+class Row:
+    model: str
+    latency_ms: dict[str, float | None] = field(default_factory=dict)
+    spread_ms: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    launches: dict[str, int | None] = field(default_factory=dict)
+    compile_s: dict[str, float | None] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _variants():
+    """This project's configurations: name -> CompileOptions factory, or a reason it is absent."""
+    from engine.pipeline import CompileOptions
+
+    variants: dict[str, object] = {"blockwise": lambda: CompileOptions(timing=False)}
+    try:
+        from engine.parallel import approve_all_plan_applier  # noqa: F401
+    except ImportError:
+        variants["blockwise+parallel-fusion"] = "engine.parallel has no approve_all_plan_applier"
+    else:
+        variants["blockwise+parallel-fusion"] = lambda: CompileOptions(
+            timing=False, apply_plan=approve_all_plan_applier())
+    return variants
+
+
+def _median_interleaved(fns: dict[str, object], runs: int, rounds: int = 5) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    for fn in fns.values():
+        fn()  # warm-up
+    per_round = max(1, runs // rounds)
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _ in range(per_round):
+                start = time.perf_counter()
+                fn()
+                samples[name].append((time.perf_counter() - start) * 1e3)
+    return samples
+
+
+def bench_model(spec: str, runs: int, stock_runs: int) -> Row:
+    import tvm
+    from tvm import relax
+
+    from engine.measure import onnxruntime_session
+    from engine.relax_import import import_relax
+    from engine.session import Session
+    from engine.targets import get_target
+
+    session = Session(spec)
+    model, graph = session.model, session.graph
+    row = Row(model.name)
+    inputs = model.random_inputs(0)
+    dev = tvm.cpu()
+    args = [tvm.runtime.tensor(inputs[s.name], dev) for s in model.inputs]
+    fns: dict[str, object] = {}
+
+    t0 = time.perf_counter()
+    sess = onnxruntime_session(model.proto.SerializeToString(), threads=os.cpu_count() or 1)
+    row.compile_s["onnxruntime"] = time.perf_counter() - t0
+    fns["onnxruntime"] = lambda: sess.run(None, inputs)
+
+    for name, factory in _variants().items():
+        if isinstance(factory, str):
+            row.notes.append(f"{name}: not measured ({factory})")
+            row.latency_ms[name] = None
+            continue
+        t0 = time.perf_counter()
+        try:
+            result = session.compile(factory())
+        except Exception as err:  # a failing variant is reported, the others still run
+            row.notes.append(f"{name}: failed: {str(err).splitlines()[0][:160]}")
+            row.latency_ms[name] = None
+            continue
+        row.compile_s[name] = time.perf_counter() - t0
+        row.launches[name] = result.launches
+        vm = relax.VirtualMachine(result.executable, dev)
+        fns[name] = (lambda vm=vm: vm["main"](*args))
+
+    # Stock TVM: the same version's default llvm pipeline on the imported module.
+    t0 = time.perf_counter()
+    target = get_target("llvm").target(None)
+    stock = tvm.compile(import_relax(model, graph).mod, target=target)
+    row.compile_s["stock-tvm"] = time.perf_counter() - t0
+    stock_vm = relax.VirtualMachine(stock, dev)
+    start = time.perf_counter()
+    stock_vm["main"](*args)
+    once = time.perf_counter() - start
+    n_stock = max(1, min(stock_runs, int(20.0 / max(once, 1e-3))))  # stock is slow: cap at ~20 s
+
+    samples = _median_interleaved(fns, runs)
+    stock_samples = [once * 1e3]
+    for _ in range(n_stock - 1):
+        start = time.perf_counter()
+        stock_vm["main"](*args)
+        stock_samples.append((time.perf_counter() - start) * 1e3)
+    samples["stock-tvm"] = stock_samples
+    for name, ms in samples.items():
+        row.latency_ms[name] = float(np.median(ms))
+        row.spread_ms[name] = (float(np.percentile(ms, 10)), float(np.percentile(ms, 90)))
+    return row
+
+
+def _geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def summarise(rows: list[Row]) -> dict:
+    ours = [k for k in rows[0].latency_ms if k.startswith("blockwise")] if rows else []
+    ratios: dict[str, dict[str, float | None]] = {}
+    for variant in ours:
+        for peer in ("onnxruntime", "stock-tvm"):
+            values = [r.latency_ms[variant] / r.latency_ms[peer] for r in rows
+                      if r.latency_ms.get(variant) and r.latency_ms.get(peer)]
+            ratios.setdefault(variant, {})[peer] = _geomean(values)
+    return ratios
+
+
+def print_table(rows: list[Row], ratios: dict) -> None:
+    peers = ["onnxruntime", "stock-tvm"]
+    names = peers + [n for n in (rows[0].latency_ms if rows else {}) if n not in peers]
+    print(f"{'model':<18}" + "".join(f"{n:>26}" for n in names) + f"{'launches':>10}")
+    for r in rows:
+        cells = []
+        for n in names:
+            v = r.latency_ms.get(n)
+            cells.append(f"{v:>14.3f} ms" + (f" ({v / r.latency_ms['onnxruntime']:.2f}x)" if v and n != 'onnxruntime' else " " * 8)
+                         if v is not None else f"{'n/a':>26}")
+        launches = r.launches.get("blockwise")
+        print(f"{r.model:<18}" + "".join(f"{c:>26}" for c in cells) + f"{launches if launches else '':>10}")
+    print("\nlatency ratio (lower is better), geometric mean over models:")
+    for variant, peers in ratios.items():
+        parts = ", ".join(f"vs {p}: {v:.3f}x" for p, v in peers.items() if v)
+        print(f"  {variant:<28} {parts}")
+    for r in rows:
+        for note in r.notes:
+            print(f"  note [{r.model}] {note}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="*", default=None)
+    ap.add_argument("--quick", action="store_true", help="every model, few runs")
+    ap.add_argument("--runs", type=int, default=None)
+    ap.add_argument("--json", default="bench/results/compare.json")
+    args = ap.parse_args(argv)
+    models = args.models or QUICK_MODELS
+    runs = args.runs or (10 if args.quick else 30)
+    stock_runs = 3 if args.quick else 10
+    rows = []
+    for spec in models:
+        start = time.perf_counter()
+        rows.append(bench_model(spec, runs, stock_runs))
+        print(f"[{spec}] measured in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+    ratios = summarise(rows)
+    print_table(rows, ratios)
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M"), "runs": runs,
+                               "machine": f"{os.cpu_count()} cores, llvm", "models": [r.__dict__ for r in rows],
+                               "geomean_ratios": ratios}, indent=1))
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
