@@ -9,7 +9,7 @@ import sys
 from engine.errors import BlockwiseError
 
 # Each module owns one or more subcommands: `register(subparsers, model_cmd)` adds them.
-COMMAND_MODULES = ["workbench.cmd_inspect", "workbench.cmd_compile"]
+COMMAND_MODULES = ["workbench.cmd_inspect", "workbench.cmd_compile", "workbench.cmd_tui", "workbench.cmd_plan", "workbench.cmd_blockdeps"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,8 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _commands(parser: argparse.ArgumentParser) -> set[str]:
+    return {name for action in parser._subparsers._group_actions for name in action.choices}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if first is not None and argv[first] not in _commands(parser):
+        argv.insert(first, "tui")  # `workbench MODEL` opens the TUI
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help()

@@ -17,7 +17,7 @@ from .facts import AccessKind, EdgeBlockMap, EdgeClass, KernelRef, Method
 from .footprints import BoxSet, block_boxes, block_elements
 from .kernel_access import KernelAccesses
 
-DEFAULT_FEW_BOUND = 4
+DEFAULT_FEW_BOUND = 9  # a 3x3 neighbourhood of tiles, or a halo of up to 4 row tiles each side
 # Largest consumer x producer boolean matrix built at once.
 _MATRIX_CELLS = 1 << 26
 _ALL = -2  # owner of elements written by an earlier nest: every block
@@ -62,8 +62,19 @@ def _csr_from_matrix(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return indptr, cols.astype(np.int64)
 
 
+def unique_sorted(a: np.ndarray) -> np.ndarray:
+    """np.unique by sorting (numpy's hash-based unique is far slower on big int arrays)."""
+    if len(a) == 0:
+        return a
+    a = np.sort(a)
+    keep = np.empty(len(a), dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
 def _csr_from_pairs(keys: np.ndarray, n_c: int, n_p: int) -> tuple[np.ndarray, np.ndarray]:
-    keys = np.unique(keys)
+    keys = unique_sorted(keys)
     rows, cols = keys // n_p, keys % n_p
     indptr = np.zeros(n_c + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=n_c), out=indptr[1:])
@@ -71,39 +82,80 @@ def _csr_from_pairs(keys: np.ndarray, n_c: int, n_p: int) -> tuple[np.ndarray, n
 
 
 def fast_map(edge: EdgeInput) -> tuple[np.ndarray, np.ndarray, int, bool, tuple[str, ...]]:
-    """(indptr, indices, element_deps upper bound, boxes exact, notes) by box overlap."""
-    pw = block_boxes(edge.producer_ka, edge.output, AccessKind.WRITE)
-    out_shape = edge.producer_ka.params[edge.output].shape
+    """(indptr, indices, element_deps upper bound, boxes exact, notes).
+
+    A consumer block depends on a producer block when the consumer's read box overlaps the
+    producer's write box and, as boxes may be loose, their flat element ranges overlap too
+    (both are supersets of the real footprints, so the test stays conservative)."""
+    pka, cka = edge.producer_ka, edge.consumer_ka
+    pw = block_boxes(pka, edge.output, AccessKind.WRITE)
+    out_param = pka.params[edge.output]
+    p_flat = pw.flat_intervals(out_param.strides)
     notes: list[str] = []
-    reads: list[BoxSet] = []
+    n_c, n_p = cka.grid.blocks, pka.grid.blocks
+    element_deps, rows, cols, exact = 0, [], [], pw.exact and not edge.via_view
     for param in edge.params:
-        r = block_boxes(edge.consumer_ka, param, AccessKind.READ)
-        if edge.consumer_ka.params[param].shape != out_shape:
-            r = r.flat_intervals(edge.consumer_ka.params[param].strides)
-            notes.append("reshape view: boxes compared as flat element ranges")
-        reads.append(r)
-    p = pw if reads[0].lo.shape[1] == pw.lo.shape[1] else pw.flat_intervals(edge.producer_ka.params[edge.output].strides)
-    n_c, n_p = edge.consumer_ka.grid.blocks, edge.producer_ka.grid.blocks
-    mat = np.zeros((n_c, n_p), dtype=bool) if n_c * n_p <= _MATRIX_CELLS else None
-    keys = []
-    p_ne = p.nonempty
-    step = max(1, _MATRIX_CELLS // max(n_p * p.lo.shape[1] * 4, 1))
-    element_deps = 0
-    for r in reads:
+        r = block_boxes(cka, param, AccessKind.READ)
+        exact &= r.exact
         element_deps += int(r.volumes.sum())
-        for s in range(0, n_c, step):
-            lo, hi = r.lo[s:s + step, None, :], r.hi[s:s + step, None, :]
-            hit = np.all((lo < p.hi[None]) & (p.lo[None] < hi), axis=2)
-            hit &= p_ne[None, :] & r.nonempty[s:s + step, None]
-            if mat is not None:
-                mat[s:s + step] |= hit
-            else:
-                rr, cc = np.nonzero(hit)
-                keys.append((rr + s) * n_p + cc)
-    indptr, indices = _csr_from_matrix(mat) if mat is not None else \
-        _csr_from_pairs(np.concatenate(keys) if keys else np.zeros(0, np.int64), n_c, n_p)
-    exact = pw.exact and all(r.exact for r in reads) and not edge.via_view
+        r_flat = r.flat_intervals(cka.params[param].strides)
+        if cka.params[param].shape != out_param.shape:
+            notes.append("reshape view: boxes compared as flat element ranges")
+            rr, cc = overlap_pairs(r_flat, p_flat, r_flat, p_flat)
+        else:
+            rr, cc = overlap_pairs(r, pw, r_flat, p_flat)
+        rows.append(rr)
+        cols.append(cc)
+    indptr, indices = _csr_from_pairs(np.concatenate(rows) * n_p + np.concatenate(cols), n_c, n_p)
     return indptr, indices, element_deps, exact, tuple(dict.fromkeys(notes))
+
+
+def overlap_pairs(c_box: BoxSet, p_box: BoxSet, c_flat: BoxSet, p_flat: BoxSet) -> tuple[np.ndarray, np.ndarray]:
+    """(consumer, producer) block pairs whose boxes and flat ranges both overlap.
+
+    Candidates come from a sweep over flat ranges when the producer's ranges, sorted by
+    start, also have sorted ends (blocks write ordered, disjoint-ish ranges: the usual
+    case); else from all pairs, in chunks."""
+    c_ids = np.nonzero(c_box.nonempty)[0]
+    p_ids = np.nonzero(p_box.nonempty)[0]
+    if not len(c_ids) or not len(p_ids):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    p_lo, p_hi = p_flat.lo[p_ids, 0], p_flat.hi[p_ids, 0]
+    order = np.argsort(p_lo, kind="stable")
+    lo_s, hi_s, p_sorted = p_lo[order], p_hi[order], p_ids[order]
+    c_lo, c_hi = c_flat.lo[c_ids, 0], c_flat.hi[c_ids, 0]
+    if np.all(np.diff(hi_s) >= 0):
+        start = np.searchsorted(hi_s, c_lo, side="right")
+        stop = np.searchsorted(lo_s, c_hi, side="left")
+    else:
+        start = np.zeros(len(c_ids), np.int64)
+        stop = np.full(len(c_ids), len(p_ids), np.int64)
+    count = np.maximum(stop - start, 0)
+    rows_out, cols_out = [], []
+    # Dimensions where some box is not full-extent (extent-1 dims never separate boxes).
+    span = np.maximum(c_box.hi.max(axis=0), p_box.hi.max(axis=0))
+    dims = [d for d in range(c_box.lo.shape[1]) if span[d] > 1]
+    limit = 1 << 23
+    bounds = np.searchsorted(np.cumsum(count), np.arange(limit, int(count.sum()) + limit, limit))
+    first = 0
+    for last in list(bounds) + [len(c_ids)]:
+        last = min(max(last, first + 1), len(c_ids))
+        if last <= first:
+            continue
+        cnt = count[first:last]
+        rows = np.repeat(np.arange(first, last), cnt)
+        offs = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        cand = start[first:last].repeat(cnt) + offs
+        ci, pi = c_ids[rows], p_sorted[cand]
+        keep = (c_flat.lo[ci, 0] < p_flat.hi[pi, 0]) & (p_flat.lo[pi, 0] < c_flat.hi[ci, 0])
+        for d in dims:
+            keep &= (c_box.lo[ci, d] < p_box.hi[pi, d]) & (p_box.lo[pi, d] < c_box.hi[ci, d])
+        rows_out.append(ci[keep])
+        cols_out.append(pi[keep])
+        first = last
+        if first >= len(c_ids):
+            break
+    return np.concatenate(rows_out), np.concatenate(cols_out)
 
 
 def owner_map(ka: KernelAccesses, output: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -127,7 +179,7 @@ def owner_map(ka: KernelAccesses, output: int) -> tuple[np.ndarray, np.ndarray |
         return owner, None
     flat = np.concatenate([f for f, _ in pairs])
     blk = np.concatenate([b for _, b in pairs])
-    key = np.unique(flat * ka.grid.blocks + blk)
+    key = unique_sorted(flat * ka.grid.blocks + blk)
     return owner, np.stack([key // ka.grid.blocks, key % ka.grid.blocks], axis=1)
 
 
@@ -149,12 +201,12 @@ def exact_map(edge: EdgeInput, owner: tuple[np.ndarray, np.ndarray | None]) -> t
             if blocks is None:
                 read_everywhere.append(flat)
                 continue
-            key = np.unique(blocks * numel + flat)
+            key = unique_sorted(blocks * numel + flat)
             blocks, flat = key // numel, key % numel
             element_deps += len(key)
             _mark(blocks, flat, own, multi, n_p, mat, keys, all_rows)
     if read_everywhere:
-        flat = np.unique(np.concatenate(read_everywhere))
+        flat = unique_sorted(np.concatenate(read_everywhere))
         element_deps += len(flat) * n_c
         for c0 in range(0, n_c, max(1, (1 << 22) // max(len(flat), 1))):
             c = np.arange(c0, min(n_c, c0 + max(1, (1 << 22) // max(len(flat), 1))))
@@ -184,7 +236,7 @@ def _mark(blocks, flat, own, multi, n_p, mat, keys, all_rows):
     if mat is not None:
         mat[b, p] = True
     else:
-        keys.append(np.unique(b * n_p + p))
+        keys.append(unique_sorted(b * n_p + p))
 
 
 def build_map(edge: EdgeInput, method: Method, few_bound: int, owner_cache: dict) -> EdgeBlockMap:

@@ -8,6 +8,7 @@ from typing import Callable
 import tvm
 from tvm import tirx
 
+from engine.cpu_common import num_cores
 from engine.errors import CompileError
 from engine.parallel import codegen_cpu, codegen_gpu
 
@@ -16,7 +17,7 @@ from engine.parallel import codegen_cpu, codegen_gpu
 class HorizontalCodegen:
     target: str
     chunk_name: str  # what a member's unit of parallel work is called
-    member_chunks: Callable[[tirx.PrimFunc, str], int]  # raises FusionUnsupported
+    member: Callable[[tirx.PrimFunc, str], object]  # .chunks, .stages; raises FusionUnsupported
     fuse: Callable[[list, list, tvm.target.Target], tirx.PrimFunc]
 
 
@@ -28,9 +29,12 @@ def _fuse_gpu(funcs, names, target):
 
 
 CODEGENS = {
-    "llvm": HorizontalCodegen("llvm", "parallel chunks", codegen_cpu.member_chunks,
-                              lambda funcs, names, target: codegen_cpu.fuse_cpu(funcs, names)),
-    "cuda": HorizontalCodegen("cuda", "thread blocks", codegen_gpu.member_chunks, _fuse_gpu),
+    # One slice of every member per core: measured on inception_v1 (2 cores) 16/18 fused
+    # kernels faster than their members' sum, against 1/18 with one slice per member chunk.
+    "llvm": HorizontalCodegen("llvm", "parallel chunks", codegen_cpu.cpu_member,
+                              lambda funcs, names, target: codegen_cpu.fuse_cpu(
+                                  funcs, names, tasks=num_cores(target))),
+    "cuda": HorizontalCodegen("cuda", "thread blocks", codegen_gpu.gpu_member, _fuse_gpu),
 }
 
 

@@ -3,9 +3,11 @@
 A member's root body is a sequence of stages: a `T.parallel` loop (n chunks) or a serial
 statement (one chunk), e.g. a 3x3 conv's padding loop then its conv loop. The fused
 kernel runs phases; member stages are aligned to the last phase (a member with s stages
-takes the last s phases). In a phase, member i's parallel loop (extent n_i) becomes the
-range [o_i, o_i + n_i) of one fused `T.parallel(sum n_i)` loop, selected by `if`
-dispatch; the end of a parallel loop is the barrier between a member's stages. The fused
+takes the last s phases); the end of a parallel loop is the barrier between a member's
+stages. In a phase the members' parallel loops become one `T.parallel` loop, either
+contiguous (member i's n_i iterations are the range [o_i, o_i + n_i) of a loop of
+sum n_i, selected by `if` dispatch) or sliced (default: iteration w of a loop of
+P = max n_i runs iterations [w*n_i/P, (w+1)*n_i/P) of every member i). The fused
 PrimFunc takes all members' inputs, then all members' outputs (`call_tir` with a tuple
 output).
 """
@@ -66,21 +68,45 @@ def cpu_member(func: tirx.PrimFunc, name: str) -> CpuMember:
     return CpuMember(parts, tuple(stages))
 
 
-def member_chunks(func: tirx.PrimFunc, name: str) -> int:
-    """Chunks of the member's main (largest) parallel stage."""
-    return cpu_member(func, name).chunks
+def _local(st: CpuStage, index) -> tirx.Stmt:
+    if str(st.loop_var.ty) != "int64":
+        index = tirx.Cast(str(st.loop_var.ty), index)
+    return substitute(st.body, {st.loop_var.__chandle__(): index})
 
 
-def _phase(members: list[tuple[CpuMember, CpuStage]], fv: tirx.Var) -> tirx.Stmt:
+def _phase_sliced(members: list[tuple[CpuMember, CpuStage]], fv: tirx.Var, tasks: int) -> tirx.Stmt:
+    """Fused iteration w runs slice [w*n_i/P, (w+1)*n_i/P) of every member i (P = max n_i):
+    the runtime's static split of the parallel loop then gives every core the same share
+    of every member, whatever their per-chunk costs."""
+    n_iter = max(st.chunks for _, st in members)
+    if tasks > 0:
+        n_iter = min(n_iter, tasks)
+    i64 = lambda v: tirx.const(v, "int64")
+    stmts = []
+    for k, (_, st) in enumerate(members):
+        if st.loop_var is None:  # one chunk: spread the serial members over the iterations
+            stmts.append(tirx.IfThenElse(fv == i64(k * n_iter // len(members)), st.body, None))
+        elif st.chunks == n_iter:
+            stmts.append(_local(st, fv))
+        else:
+            lo = fv * i64(st.chunks) // i64(n_iter)
+            hi = (fv + i64(1)) * i64(st.chunks) // i64(n_iter)
+            j = tirx.Var(f"{st.loop_var.name}_s", "int64")
+            stmts.append(tirx.For(j, i64(0), hi - lo, tirx.ForKind.SERIAL, _local(st, lo + j)))
+    body = stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
+    return tirx.For(fv, i64(0), i64(n_iter), tirx.ForKind.PARALLEL, body)
+
+
+def _phase(members: list[tuple[CpuMember, CpuStage]], fv: tirx.Var, sliced: bool,
+           tasks: int) -> tirx.Stmt:
     if len(members) == 1 and members[0][1].loop_var is None:
         return members[0][1].body
+    if sliced:
+        return _phase_sliced(members, fv, tasks)
     ranges, bodies, start = [], [], 0
     for _, st in members:
         if st.loop_var is not None:
-            local = fv - tirx.const(start, "int64")
-            if str(st.loop_var.ty) != "int64":
-                local = tirx.Cast(str(st.loop_var.ty), local)
-            bodies.append(substitute(st.body, {st.loop_var.__chandle__(): local}))
+            bodies.append(_local(st, fv - tirx.const(start, "int64")))
         else:
             bodies.append(st.body)
         ranges.append((start, start + st.chunks))
@@ -89,14 +115,20 @@ def _phase(members: list[tuple[CpuMember, CpuStage]], fv: tirx.Var) -> tirx.Stmt
                     dispatch(fv, ranges, bodies))
 
 
-def fuse_cpu(funcs: list[tirx.PrimFunc], names: list[str]) -> tirx.PrimFunc:
-    """One PrimFunc running every member's chunks, phase by phase (see module doc)."""
+def fuse_cpu(funcs: list[tirx.PrimFunc], names: list[str], sliced: bool = True,
+             tasks: int = 0) -> tirx.PrimFunc:
+    """One PrimFunc running every member's chunks, phase by phase (see module doc).
+    `sliced=False`: member i owns the contiguous range [o_i, o_i + n_i) of the fused loop
+    (`if` dispatch); `sliced=True` (default): every fused iteration runs a proportional
+    slice of every member, which balances the runtime's static split across cores.
+    `tasks` > 0 caps the fused loop at that many iterations (e.g. the core count: each
+    core then runs one contiguous slice of every member, member after member)."""
     members = [cpu_member(fresh_copy(f), n) for f, n in zip(funcs, names)]
     n_phases = max(len(m.stages) for m in members)
     phases = []
     for p in range(n_phases):
         active = [(m, m.stages[p - (n_phases - len(m.stages))]) for m in members
                   if p >= n_phases - len(m.stages)]
-        phases.append(_phase(active, tirx.Var(f"fused_p{p}", "int64")))
+        phases.append(_phase(active, tirx.Var(f"fused_p{p}", "int64"), sliced, tasks))
     body = phases[0] if len(phases) == 1 else tirx.SeqStmt(phases)
     return fused_func([m.parts for m in members], body, funcs[0])

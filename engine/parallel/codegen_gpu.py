@@ -140,10 +140,6 @@ def gpu_member(func: tirx.PrimFunc, name: str) -> GpuMember:
     return GpuMember(parts, tuple(_stage(s, name) for s in stmts), shared_bytes(func))
 
 
-def member_chunks(func: tirx.PrimFunc, name: str) -> int:
-    return gpu_member(func, name).chunks
-
-
 def _and_predicate(stmt, cond):
     def on_realize(r):
         pred = cond if (isinstance(r.predicate, tirx.IntImm) and r.predicate.value) \

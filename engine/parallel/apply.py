@@ -1,0 +1,207 @@
+"""Execute a plan's approved decisions inside the compile pipeline ("apply plan" stage).
+
+`PlanApplier(plan)` is a `CompileOptions.apply_plan`: given the scheduled module it
+1. generates one fused kernel per approved decision and rewrites `main` (a decision whose
+   code generation fails is rejected with the reason, the others go on);
+2. verifies the whole fused model against onnxruntime (CUDA without a GPU: on the CPU
+   through engine.gpu_emulation); on failure it retries the decisions one by one on top
+   of those already kept, keeps the passing ones and rolls back the others, with reasons;
+3. measures (llvm, when timing is on) the unfused and the fused builds in the same run:
+   each fused kernel against the sum of its members' kernel times, and end to end.
+`applier.outcome` holds what happened (PlanOutcome), for the report.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from engine.errors import BlockwiseError
+from engine.kernels import KernelCall
+from engine.parallel.apply_measure import measure_effect
+from engine.parallel.codegen import codegen_for
+from engine.parallel.kernel_graph import call_args, is_call_tir, key, main_bindings
+from engine.parallel.plan import FusionDecision, FusionPlan, validate_plan
+from engine.parallel.relax_rewrite import call_of, member_vars, replace_with_fused
+
+
+class DecisionResult(str, enum.Enum):
+    APPLIED = "applied"
+    NOT_APPROVED = "not approved"
+    CODEGEN_REJECTED = "rejected by code generation"
+    ROLLED_BACK = "rolled back (verification failed)"
+
+
+@dataclass(frozen=True)
+class DecisionOutcome:
+    id: str
+    result: DecisionResult
+    reason: str = ""
+    fused_kernel: str = ""
+    kernels_before: int = 0  # launches of the members
+    kernels_after: int = 0  # 1 when applied
+    members_ms: tuple[float, ...] = ()  # each member kernel in the unfused build
+    fused_ms: float | None = None  # the fused kernel in the fused build
+
+    @property
+    def members_sum_ms(self) -> float | None:
+        return sum(self.members_ms) if self.members_ms else None
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    decisions: tuple[DecisionOutcome, ...]
+    launches_before: int
+    launches_after: int
+    verified: str  # summary of the applier's own verification
+    unfused_ms: float | None = None  # end-to-end median, same run
+    fused_ms: float | None = None
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"launches_before": self.launches_before, "launches_after": self.launches_after,
+                "verified": self.verified, "unfused_latency_ms": self.unfused_ms,
+                "fused_latency_ms": self.fused_ms, "notes": list(self.notes),
+                "decisions": [{"id": d.id, "result": d.result.value, "reason": d.reason,
+                               "fused_kernel": d.fused_kernel, "kernels_before": d.kernels_before,
+                               "kernels_after": d.kernels_after, "members_ms": list(d.members_ms),
+                               "members_sum_ms": d.members_sum_ms, "fused_ms": d.fused_ms}
+                              for d in self.decisions]}
+
+
+@dataclass
+class PlanApplier:
+    plan: FusionPlan
+    verify_each: bool = True
+    outcome: PlanOutcome | None = field(default=None, init=False)
+
+    def __call__(self, mod: tvm.IRModule, ctx) -> tvm.IRModule:
+        validate_plan(self.plan, ctx.model.name, ctx.spec.name, ctx.kernels)
+        base, base_kernels = mod, ctx.kernels
+        vars_of = {d.id: member_vars(base, d.kernels) for d in self.plan.approved()}
+        results: dict[str, DecisionOutcome] = {
+            d.id: DecisionOutcome(d.id, DecisionResult.NOT_APPROVED, d.reason or "not approved")
+            for d in self.plan.decisions if d not in self.plan.approved()}
+        kept: list[FusionDecision] = []
+        fused, names = base, {}
+        for d in self.plan.approved():
+            try:
+                fused, names[d.id] = self._fuse(fused, d, vars_of[d.id], ctx)
+                kept.append(d)
+            except BlockwiseError as err:
+                results[d.id] = DecisionOutcome(d.id, DecisionResult.CODEGEN_REJECTED, str(err))
+            except Exception as err:  # TVM errors: keep the first line
+                first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+                results[d.id] = DecisionOutcome(d.id, DecisionResult.CODEGEN_REJECTED, first)
+        verified = "nothing to verify"
+        if kept:
+            oracle = _Oracle(ctx)
+            ok, verified = oracle.check(fused)
+            if not ok:  # roll back: try the decisions one by one on top of the kept ones
+                fused, good = base, []
+                for d in kept:
+                    trial, name = self._fuse(fused, d, vars_of[d.id], ctx)
+                    passed, why = oracle.check(trial)
+                    if passed:
+                        fused, names[d.id] = trial, name
+                        good.append(d)
+                    else:
+                        results[d.id] = DecisionOutcome(d.id, DecisionResult.ROLLED_BACK, why)
+                kept = good
+                verified = f"{len(good)} decision(s) kept after one-by-one verification"
+        ctx.kernels = _relist(fused, base, base_kernels)
+        for d in kept:
+            results[d.id] = DecisionOutcome(d.id, DecisionResult.APPLIED, "", names[d.id],
+                                            len(d.members), 1)
+        outcome = PlanOutcome(tuple(results[d.id] for d in self.plan.decisions), len(base_kernels),
+                              len(ctx.kernels), verified)
+        if kept:
+            outcome = measure_effect(outcome, base, fused, kept, names, base_kernels, ctx)
+        self.outcome = outcome
+        ctx.notes.append(f"fusion plan: {sum(d.result is DecisionResult.APPLIED for d in outcome.decisions)}"
+                         f" of {len(self.plan.decisions)} decisions applied, launches "
+                         f"{outcome.launches_before} -> {outcome.launches_after}")
+        ctx.notes.extend(outcome.notes)
+        return fused
+
+    def _fuse(self, mod, d: FusionDecision, members, ctx):
+        calls = [call_of(mod, v) for v in members]
+        if any(c is None for c in calls):
+            raise BlockwiseError(f"{d.id}: a member was already fused by another decision")
+        funcs = [c.args[0].name_hint for c in calls]
+        prim = codegen_for(ctx.spec.name).fuse([mod[f] for f in funcs], funcs, ctx.target)
+        name = f"hfused_{d.id}"
+        new, _ = replace_with_fused(mod, members, prim, name)
+        return new, name
+
+
+class _Oracle:
+    """Runs candidate modules on the host and compares with onnxruntime."""
+
+    def __init__(self, ctx):
+        from engine.measure import onnxruntime_session
+
+        self.ctx = ctx
+        self.inputs = ctx.model.random_inputs(ctx.options.seed)
+        sess = onnxruntime_session(ctx.model.proto.SerializeToString(), threads=1)
+        self.expected = sess.run(None, self.inputs)
+
+    def check(self, mod) -> tuple[bool, str]:
+        from engine.verify import compare_outputs
+
+        try:
+            actual = run_on_host(mod, self.ctx, self.inputs)
+        except Exception as err:
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+            return False, f"build/run failed: {first}"
+        v = compare_outputs(self.ctx.model.outputs, self.expected, actual, self.ctx.options.rtol,
+                            self.ctx.options.atol)
+        return v.passed, v.summary()
+
+
+def host_vm(mod, ctx):
+    """A VM for `mod` on the CPU (GPU-scheduled modules through CPU emulation)."""
+    from engine.targets import get_target
+
+    if ctx.spec.name == "llvm":
+        ex = tvm.compile(mod, target=ctx.target)
+    else:
+        from engine.gpu_emulation import emulate_on_cpu
+
+        ex = tvm.compile(emulate_on_cpu(mod), target=get_target("llvm").target(None))
+    return relax.VirtualMachine(ex, tvm.cpu())
+
+
+def run_on_host(mod, ctx, inputs) -> list[np.ndarray]:
+    vm = host_vm(mod, ctx)
+    out = vm["main"](*[tvm.runtime.tensor(inputs[s.name]) for s in ctx.model.inputs])
+    out = list(out) if type(out).__name__ in ("Array", "Tuple", "list", "tuple") else [out]
+    return [o.numpy() for o in out]
+
+
+def _relist(mod, base, base_kernels: tuple[KernelCall, ...]) -> tuple[KernelCall, ...]:
+    """Kernel calls of the fused `main`: unfused ones keep their KernelCall, a fused call
+    gets its members' operators."""
+    by_var = {key(v): kc for v, kc in zip(member_vars(base, range(len(base_kernels))), base_kernels)}
+    parts: dict[int, list[KernelCall]] = {}
+    for b in main_bindings(mod):
+        if isinstance(b.value, relax.TupleGetItem) and key(b.var) in by_var:
+            parts.setdefault(key(b.value.tuple_value), []).append(by_var[key(b.var)])
+    out = []
+    for b in main_bindings(mod):
+        if not is_call_tir(b.value):
+            continue
+        func = b.value.args[0].name_hint
+        if key(b.var) in by_var:
+            kc = by_var[key(b.var)]
+        else:
+            members = parts.get(key(b.var), [])
+            reads = tuple(a.name for a in call_args(b.value) if isinstance(a, relax.Var))
+            kc = KernelCall(0, b.var.name, func, tuple(o for m in members for o in m.ops), reads,
+                            members[0].out_shape if members else (), members[0].dtype if members else "")
+        out.append(replace(kc, index=len(out), func=func))
+    return tuple(out)

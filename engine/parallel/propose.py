@@ -1,0 +1,95 @@
+"""Propose a fusion plan: detected parallel groups -> one decision per stage.
+
+Nothing here changes IR. A decision is proposed when its stage is legal and the target's
+code generator accepts at least two members; members it cannot fuse are dropped with
+their reason (evidence.dropped); with fewer than two left the decision is listed as
+rejected, with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.parallel.codegen import codegen_for
+from engine.parallel.detection import ParallelGroup, Stage, detect_parallel_groups
+from engine.parallel.gain import cost_model, estimate_gain
+from engine.parallel.kernel_graph import KernelGraph, kernel_graph
+from engine.parallel.plan import (DecisionId, DecisionKind, DecisionStatus, Evidence, FusionDecision,
+                                  FusionPlan, MemberRef, kernel_fingerprint)
+from engine.parallel.tir_util import FusionUnsupported
+
+
+@dataclass(frozen=True, eq=False)
+class Proposal:
+    """What `propose` found: the facts (groups, kernel graph) and the choices (plan)."""
+
+    groups: tuple[ParallelGroup, ...]
+    plan: FusionPlan
+    graph: KernelGraph
+
+
+def _fit(codegen, mod, func: str) -> tuple[int, int, str]:
+    """(chunks, stages, reason) of one member kernel for the target's code generator."""
+    try:
+        member = codegen.member(mod[func], func)
+        return member.chunks, len(member.stages), ""
+    except FusionUnsupported as err:
+        return 0, 1, str(err)
+
+
+def propose(session, target: str = "llvm", arch: str | None = None) -> Proposal:
+    scheduled = session.scheduled(target, arch)
+    mod, kernels = scheduled.module, scheduled.kernels
+    codegen = codegen_for(target)
+    fits = {}
+
+    def fit(k: int):
+        name = kernels[k].func
+        if name not in fits:
+            fits[name] = _fit(codegen, mod, name)
+        return fits[name]
+
+    kg = kernel_graph(mod, kernels)
+    groups = detect_parallel_groups(session.graph, kg, lambda k: fit(k)[0])
+    model = cost_model(target, _cores(target, arch))
+    decisions = []
+    for group in groups:
+        for stage in group.stages:
+            decisions.append(_decision(f"d{len(decisions)}", group, stage, fit, model))
+    plan = FusionPlan(session.model.name, target, kernel_fingerprint(kernels), tuple(decisions))
+    return Proposal(groups, plan, kg)
+
+
+def _cores(target, arch) -> int:
+    from engine.cpu_common import num_cores
+    from engine.targets import get_target
+
+    return num_cores(get_target(target).target(arch)) if target == "llvm" else 0
+
+
+def _decision(did: str, group: ParallelGroup, stage: Stage, fit, model) -> FusionDecision:
+    kept, dropped = [], []
+    for m in stage.members:
+        chunks, stages, reason = fit(m.kernel)
+        if reason:
+            dropped.append(f"{m.labels[0] if m.labels else m.func}: {reason}")
+        else:
+            kept.append((m, stages))
+    members = tuple(MemberRef(m.kernel, m.func, m.ops, m.labels, m.signature, m.out_shape, m.flops,
+                              m.chunks) for m, _ in kept) or tuple(
+        MemberRef(m.kernel, m.func, m.ops, m.labels, m.signature, m.out_shape, m.flops, m.chunks)
+        for m in stage.members)
+    gain = estimate_gain(model, [m.flops for m in members], [m.chunks for m in members],
+                         [s for _, s in kept] or [1] * len(members))
+    leg = stage.legality
+    evidence = Evidence(group.fork_label, group.branches, leg.no_path, leg.no_member_reads_another,
+                        leg.launch_after, leg.first_consumer, leg.reorder_needed,
+                        len({m.signature for m in members}) > 1, tuple(dropped))
+    kind = DecisionKind.HORIZONTAL if stage.same_input else DecisionKind.BRANCH_STAGE
+    status, reason = DecisionStatus.PROPOSED, ""
+    if not leg.legal:
+        status, reason = DecisionStatus.REJECTED, "a dependency path joins two members"
+    elif len(kept) < 2:
+        status, reason = DecisionStatus.REJECTED, ("fewer than two members the code generator can "
+                                                   "fuse: " + "; ".join(dropped))
+    return FusionDecision(DecisionId(did), kind, stage.index, members, gain, evidence, status, reason)

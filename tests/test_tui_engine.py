@@ -1,0 +1,60 @@
+"""The TUI on the real engine: fire_module opened, analysed, compiled (llvm) with and without
+the fusion plan, exported. About 20 s."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from tests.conftest import SAMPLES
+from tests.test_tui import screen, settle
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.blocks_view import BlocksView
+from workbench.tui.engine_adapter import EngineAnalyses
+from workbench.tui.facts import PlanState, Status
+from workbench.tui.fusion_table import FusionTable
+from workbench.tui.graph_canvas import GraphCanvas
+
+
+def test_fire_module_end_to_end(tmp_path):
+    async def go():
+        plan_file = tmp_path / "plan.json"
+        app = WorkbenchApp(str(SAMPLES / "fire_module.onnx"), analyses=EngineAnalyses(str(plan_file)),
+                           out_dir=tmp_path / "export", runs=3)
+        app.animation_level = "none"
+        async with app.run_test(size=(160, 45)) as pilot:
+            await settle(pilot, app)
+            canvas = app.query_one(GraphCanvas)
+            assert len(canvas.scene.layout.boxes) == len(app.graph.nodes)
+            assert "expand3x3/conv" in screen(app)
+            # block dependencies from engine.blockdeps
+            await pilot.press("2")
+            view = app.query_one(BlocksView)
+            assert view.report is not None and view.report.edges
+            shot = screen(app)
+            assert view.edge.edge_class in shot and "needs" in shot
+            # the fusion plan from engine.parallel: approve, save as the CLI's JSON
+            await pilot.press("3")
+            assert isinstance(app.plan, PlanState) and app.query_one(FusionTable).row_count >= 1
+            await pilot.press("A", "ctrl+s")
+            saved = json.loads(plan_file.read_text())
+            assert saved["model"] == "fire_module" and saved["decisions"][0]["status"] == "approved"
+            # compile before and after the plan (real llvm builds)
+            await pilot.press("c")
+            await settle(pilot, app)
+            assert app.results["before"] is not None, screen(app)
+            await pilot.press("C")
+            await settle(pilot, app)
+            after = app.results["after"]
+            assert after is not None, screen(app)
+            assert after.launches < app.results["before"].launches
+            assert any(k.func.startswith("hfused_") for k in after.kernels)
+            assert any(r.measured_gain_ms is not None for r in app.plan.rows if r.status is Status.APPROVED)
+            await pilot.press("4")
+            shot = screen(app)
+            assert "hfused_" in shot and "vs before" in shot
+            await pilot.press("e")
+            await settle(pilot, app)
+            for name in ("opgraph.svg", "blockgraph.svg", "timing-before.svg", "timing-after.svg"):
+                assert (tmp_path / "export" / name).stat().st_size > 0, name
+    asyncio.run(go())

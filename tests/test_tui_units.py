@@ -1,0 +1,121 @@
+"""Pure parts of the TUI: layout, rasterising, search, bars, facts, the engine boundary, CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from engine.measure import KernelTime
+from workbench.tui.facts import DecisionRow, Status, measured_gains, op_times
+from workbench.tui.graph_canvas import neighbourhood
+from workbench.tui.graph_view import search_graph
+from workbench.tui.layout import ClusterSpec, Detail, drawn_clusters, layout_graph
+from workbench.tui.raster import Cell, decode, rasterise
+from workbench.tui.synthetic import synthetic_graph
+from workbench.tui.timing_view import bar, bar_chart
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return synthetic_graph(60)
+
+
+def test_layout_boxes_fit_labels_and_do_not_overlap(graph):
+    layout = layout_graph(graph, Detail.FULL)
+    assert set(layout.boxes) == {n.id for n in graph.nodes}
+    boxes = list(layout.boxes.items())
+    for node_id, box in boxes:
+        assert box.w >= max(len(t) for t in layout.texts[node_id]) + 2 and box.h == 4
+    for i, (_, a) in enumerate(boxes):
+        for _, b in boxes[i + 1:]:
+            assert a.x + a.w <= b.x or b.x + b.w <= a.x or a.y + a.h <= b.y or b.y + b.h <= a.y
+    assert len(layout.edges) == len(graph.edges)
+
+
+def test_levels_of_detail_shrink_the_drawing(graph):
+    full, op, dots = (layout_graph(graph, d) for d in Detail)
+    assert full.width * full.height > op.width * op.height > dots.width * dots.height
+    assert all(b.w == 1 and b.h == 1 for b in dots.boxes.values())
+
+
+def test_raster_draws_boxes_edges_and_arrows(graph):
+    grid = rasterise(layout_graph(graph, Detail.OP))
+    kinds = {decode(v)[0] for row in grid.rows for _, v in row.values()}
+    assert {Cell.BORDER, Cell.TEXT, Cell.EDGE, Cell.ARROW} <= kinds
+    arrows = sum(1 for row in grid.rows for ch, v in row.values() if decode(v)[0] is Cell.ARROW)
+    assert arrows >= len(graph.edges) * 0.9  # one arrowhead per edge (a few may share a cell)
+    text = "\n".join("".join(row.get(x, (" ", 0))[0] for x in range(grid.width)) for row in grid.rows)
+    assert "Concat" in text and "╭" in text and "▼" in text
+
+
+def test_clusters_nest_and_partial_overlaps_are_dropped(graph):
+    specs = [ClusterSpec("k", ("n1", "n2")), ClusterSpec("g", ("n1", "n2", "n3", "n4"), "group"),
+             ClusterSpec("bad", ("n4", "n5"))]
+    kept = drawn_clusters(specs, [n.id for n in graph.nodes])
+    assert [c.label for c in kept] == ["g", "k"]
+    layout = layout_graph(graph, Detail.FULL, specs)
+    (_, outer), (_, inner) = layout.clusters
+    assert outer.x < inner.x and outer.y < inner.y  # the group box surrounds the kernel box
+
+
+def test_search_by_name_op_and_shape(graph):
+    assert search_graph(graph, "stem") == ["n0"]
+    pools = search_graph(graph, "maxpool")
+    assert pools and all(graph.node(p).op == "MaxPool" for p in pools)
+    assert search_graph(graph, "1x256x28") == [n.id for n in graph.nodes if n.op == "Concat"] + \
+        [n.id for n in graph.nodes if n.op != "Concat" and any(t.shape == (1, 256, 28, 28) for t in n.inputs)]
+    assert search_graph(graph, "  ") == []
+
+
+def test_neighbourhood_radius(graph):
+    near = neighbourhood(graph.dag, "n0", 1)
+    assert near == {"n0", *graph.dag.successors("n0")}
+
+
+def test_bars_have_eighth_resolution():
+    assert bar(1.0, 1.0, 4) == "████"
+    assert bar(0.5, 1.0, 3) == "█▌"
+    assert bar(0.0, 1.0, 3) == ""
+    rows = [KernelTime("a", 1, 2.0, 2, 2, 2, 2, 0.5), KernelTime("b", 1, 1.0, 1, 1, 1, 1, 0.25)]
+    chart = bar_chart(rows, 2.0, width=10).plain.splitlines()
+    assert chart[0].startswith("a") and "██████████" in chart[0] and "█████" in chart[1]
+
+
+def test_op_times_and_measured_gains():
+    k = lambda func, *ops: SimpleNamespace(func=func, ops=ops)
+    t = lambda name, ms: KernelTime(name, 1, ms, ms, ms, ms, ms, 0.0)
+    before_k, before_t = (k("a", "x"), k("b", "y"), k("c", "z")), (t("a", 1.0), t("b", 2.0), t("c", 5.0))
+    after_k, after_t = (k("ab", "x", "y"), k("c", "z")), (t("ab", 2.5), t("c", 5.0))
+    assert op_times(before_k, before_t) == {"x": 1.0, "y": 2.0, "z": 5.0}
+    row = DecisionRow("d0", "horizontal", ("x", "y"), "", "", Status.APPROVED)
+    assert measured_gains([row], before_k, before_t, after_k, after_t) == {"d0": pytest.approx(0.5)}
+
+
+def test_engine_imports_no_ui_library_and_only_the_adapter_touches_analyses():
+    code = ("import sys, engine.session, engine.pipeline, engine.graphviz, engine.blockdeps, engine.parallel; "
+            "bad = [m for m in ('textual', 'rich', 'matplotlib') if m in sys.modules]; print(bad); "
+            "sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for path in (ROOT / "workbench" / "tui").glob("*.py"):
+        text = path.read_text()
+        touches = "engine.blockdeps" in text or "engine.parallel" in text
+        assert not touches or path.name in ("engine_adapter.py", "__init__.py"), path.name
+        assert "import tvm" not in text, path.name
+
+
+def test_workbench_model_without_subcommand_opens_the_tui(monkeypatch):
+    from workbench import cli
+    from workbench.tui import app as app_module
+
+    opened = []
+    monkeypatch.setattr(app_module.WorkbenchApp, "run", lambda self: opened.append((self.spec, self.runs)))
+    assert cli.main(["fire_module", "--runs", "3"]) == 0
+    assert cli.main(["tui", "zoo:inception_v1"]) == 0
+    assert opened == [("fire_module", 3), ("zoo:inception_v1", 20)]

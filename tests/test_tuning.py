@@ -1,0 +1,107 @@
+"""Tuning: the builder fix, per-kernel MetaSchedule with a persistent store, the pipeline hook."""
+
+import inspect
+import sys
+
+import numpy as np
+import pytest
+import tvm
+import tvm_ffi
+from tvm import relax
+
+from engine.pipeline import CompileOptions, Stage
+from engine.session import Session
+from engine.targets import get_target
+from engine.tuning import Choice, TuneOptions, TuneStore, tune_module
+from engine.tuning.builder import build_without_intrinsics, fast_inspect_stack
+from engine.tuning.cotune import time_kernel
+from engine.tuning.tuner import _default_scheduler, _workloads
+from tests.conftest import SAMPLES
+
+
+def matmul_module(n: int = 256) -> tvm.IRModule:
+    """main(a, b) = a @ b, legalized: one unscheduled PrimFunc."""
+    bb = relax.BlockBuilder()
+    a = relax.Var("a", relax.TensorType((n, n), "float32"))
+    b = relax.Var("b", relax.TensorType((n, n), "float32"))
+    with bb.function("main", [a, b]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.matmul(a, b))
+        bb.emit_func_output(out)
+    return relax.transform.LegalizeOps()(bb.get())
+
+
+def test_fast_inspect_stack_is_scoped_and_equivalent():
+    original = inspect.stack
+    with fast_inspect_stack():
+        assert inspect.stack is not original
+        cheap = inspect.stack()
+    assert inspect.stack is original
+    full = inspect.stack()
+    assert [f.function for f in cheap[:3]] == [f.function for f in full[:3]]
+    assert [f.code_context for f in cheap[1:3]] == [f.code_context for f in full[1:3]]
+
+
+def test_build_function_skips_the_intrinsics_import():
+    code = ("import sys, tvm; from tvm import te; from engine.tuning.builder import build_without_intrinsics;"
+            "A = te.placeholder((8,), name='A'); B = te.compute((8,), lambda i: A[i] + 1, name='B');"
+            "f = te.create_prim_func([A, B]).with_attr('global_symbol', 'main');"
+            "build_without_intrinsics(tvm.IRModule({'main': f}), tvm.target.Target('llvm'), None);"
+            "print('tvm.s_tir.tensor_intrin' in sys.modules)")
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"
+
+
+def test_tune_hook_runs_inside_the_schedule_stage():
+    seen = []
+
+    def hook(mod, ctx):
+        seen.append(sorted(gv.name_hint for gv, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc)))
+        return mod
+
+    events = []
+    result = Session(str(SAMPLES / "fire_module.onnx")).compile(
+        CompileOptions(tune=hook, stop_after=Stage.SCHEDULE), progress=events.append)
+    assert len(seen) == 1 and len(seen[0]) == 4
+    assert [e.stage for e in events if e.status == "done"][-1] is Stage.SCHEDULE
+    for k in result.kernels:  # untuned kernels keep the default schedule
+        assert "T.parallel" in result.module[k.func].script()
+
+
+@pytest.fixture(scope="module")
+def tuned_matmul(tmp_path_factory):
+    target = get_target("llvm").target(None)
+    store = TuneStore(tmp_path_factory.mktemp("tune") / "mm-llvm")
+    options = TuneOptions(trials=8, trials_per_kernel=8, trials_per_round=8)
+    mod = matmul_module()
+    first_mod, first = tune_module(mod, target, _default_scheduler(get_target("llvm")), store, options)
+    second_mod, second = tune_module(mod, target, _default_scheduler(get_target("llvm")), store, options)
+    return target, store, mod, first_mod, first, second_mod, second
+
+
+@pytest.mark.slow
+def test_tuned_kernel_beats_the_naive_one(tuned_matmul):
+    target, store, mod, _, first, _, _ = tuned_matmul
+    (record,) = first.records
+    assert record.trials == 8 and record.tuned_s is not None and record.default_s is not None
+    assert record.choice in (Choice.TUNED, Choice.DEFAULT)
+    (w,) = _workloads(mod)
+    sch = store.database().query_schedule(w.mod, target=target, workload_name="main")
+    naive = time_kernel(w.mod["main"], target, repeat=3)
+    tuned = time_kernel(sch.mod["main"], target, repeat=3)
+    assert tuned < naive / 2, (tuned, naive)
+
+
+@pytest.mark.slow
+def test_second_run_reuses_the_database(tuned_matmul):
+    _, _, _, first_mod, first, second_mod, second = tuned_matmul
+    assert first.measured >= 8 + 1  # default + trials (+ the side-by-side re-measure)
+    assert second.measured == 0 and second.reused == 1
+    assert second.records == first.records
+    name = "matmul"
+    assert tvm_ffi.structural_equal(first_mod[name], second_mod[name])
+    if first.records[0].choice is Choice.TUNED:
+        assert first_mod[name].attrs["tirx.is_scheduled"]

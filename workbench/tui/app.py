@@ -1,0 +1,394 @@
+"""WorkbenchApp: tabs over one model. Domain work runs in named thread workers that call the
+engine's Session (and engine_adapter for the analyses) and post results back as messages."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.widgets import Footer, Header, TabbedContent, TabPane
+
+from workbench.tui import events
+from workbench.tui.blocks_view import BlockGridWidget, BlocksView
+from workbench.tui.compile_panel import CompilePanel
+from workbench.tui.engine_adapter import EngineAnalyses
+from workbench.tui.facts import (BlockDepsReport, PlanState, Unavailable, kernel_groups, measured_gains,
+                                 op_times)
+from workbench.tui.fusion_table import FusionTable
+from workbench.tui.fusion_view import FusionPane
+from workbench.tui.graph_canvas import GraphCanvas
+from workbench.tui.graph_view import GraphView
+from workbench.tui.help import HelpScreen, key_rows
+from workbench.tui.layout import ClusterSpec
+from workbench.tui.timing_view import KernelTable, TimingView, run_of
+
+TABS = ("graph", "blocks", "fusion", "timing", "compile")
+
+
+class WorkbenchApp(App):
+    TITLE = "blockwise"
+    BINDINGS = [
+        Binding("1", "tab('graph')", "Graph"),
+        Binding("2", "tab('blocks')", "Blocks"),
+        Binding("3", "tab('fusion')", "Fusion"),
+        Binding("4", "tab('timing')", "Timing"),
+        Binding("5", "tab('compile')", "Compile", show=False),
+        Binding("slash", "search", "Search", show=False),
+        Binding("c", "compile('before')", "Compile"),
+        Binding("C", "compile('after')", "Compile+plan"),
+        Binding("x", "cancel_compile", "Cancel", show=False),
+        Binding("e", "export", "Export"),
+        Binding("ctrl+s", "save_plan", "Save plan", show=False),
+        Binding("ctrl+o", "reload_plan", "Reload plan", show=False),
+        Binding("d", "toggle_theme", "Light/dark", show=False),
+        Binding("question_mark", "help", "Help"),
+    ]
+    CSS = "TabPane { padding: 0; }"
+
+    def __init__(self, spec: str, session_factory: Callable[[str], object] | None = None,
+                 analyses: EngineAnalyses | None = None, out_dir: str | Path | None = None,
+                 runs: int = 20) -> None:
+        super().__init__()
+        if session_factory is None:
+            from engine.session import Session
+
+            session_factory = Session
+        self.spec = spec
+        self.session_factory = session_factory
+        self.analyses = analyses or EngineAnalyses()
+        self.out_dir = Path(out_dir) if out_dir else None
+        self.runs = runs
+        self.session = None
+        self.graph = None
+        self.kernels = ()
+        self.plan: PlanState | Unavailable | None = None
+        self.block_report: BlockDepsReport | Unavailable | None = None
+        self.results: dict[str, object] = {"before": None, "after": None}
+        self._cancel = threading.Event()
+        self._engine_lock = threading.Lock()  # one engine job at a time (TVM state is shared)
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with TabbedContent(id="tabs"):
+            with TabPane("1 Graph", id="graph"):
+                yield GraphView()
+            with TabPane("2 Blocks", id="blocks"):
+                yield BlocksView()
+            with TabPane("3 Fusion", id="fusion"):
+                yield FusionPane()
+            with TabPane("4 Timing", id="timing"):
+                yield TimingView()
+            with TabPane("5 Compile", id="compile"):
+                yield CompilePanel()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = f"opening {self.spec}…"
+        self.query_one(GraphCanvas).focus()
+        self.open_model()
+
+    # --- workers (no widget access: they post messages) ------------------------------------
+
+    @work(thread=True, name="open", group="engine")
+    def open_model(self) -> None:
+        try:
+            session = self.session_factory(self.spec)
+            graph = session.graph
+        except Exception as err:  # shown in the UI, not a traceback
+            self.post_message(events.OpenFailed(_one_line(err)))
+            return
+        self.post_message(events.ModelOpened(session, graph))
+
+    @work(thread=True, name="analyse", group="analyse")
+    def analyse(self, session) -> None:
+        """Schedule (import, fuse, schedule: cached by the session), propose the fusion plan,
+        then analyse block dependencies (slow on big models; compiles may run meanwhile)."""
+
+        def progress(done: int, total: int) -> None:
+            self.post_message(events.BlockDepsProgress(done, total))
+
+        with self._engine_lock:
+            try:
+                self.post_message(events.KernelsReady(session.scheduled(self.analyses.target).kernels))
+            except Exception as err:
+                self.post_message(events.BlockDepsReady(Unavailable(f"scheduling failed: {_one_line(err)}")))
+                self.post_message(events.PlanReady(Unavailable(f"scheduling failed: {_one_line(err)}")))
+                return
+            self.post_message(events.PlanReady(_guarded(lambda: self.analyses.load_or_propose(session))))
+        self.post_message(events.BlockDepsReady(_guarded(lambda: self.analyses.block_deps(session, progress))))
+
+    @work(thread=True, exclusive=True, name="compile", group="compile")
+    def compile_model(self, kind: str, apply_plan) -> None:
+        from engine.pipeline import STAGES, Cancelled, CompileOptions
+
+        self.post_message(events.CompileStarted(kind, [s.value for s in STAGES]))
+
+        def progress(ev) -> None:
+            self.post_message(events.CompileProgress(kind, ev.stage.value, ev.status, ev.seconds, ev.message))
+
+        if self._engine_lock.locked():
+            self.post_message(events.CompileProgress(kind, STAGES[0].value, "wait", 0.0,
+                                                     "waiting for the model's scheduling and fusion proposal"))
+        with self._engine_lock:
+            try:
+                if self._cancel.is_set():
+                    raise Cancelled("compile cancelled before it started")
+                result = self.session.compile(CompileOptions(runs=self.runs, apply_plan=apply_plan),
+                                              progress=progress, cancel=self._cancel)
+            except Cancelled as err:
+                self.post_message(events.CompileFailed(kind, str(err), cancelled=True))
+                return
+            except Exception as err:
+                self.post_message(events.CompileFailed(kind, _one_line(err)))
+                return
+        self.post_message(events.CompileFinished(kind, result))
+
+    @work(thread=True, exclusive=True, name="export", group="export")
+    def export_worker(self, out_dir: Path, clusters, op_ms, edge_key) -> None:
+        from workbench.tui.export import export_views
+
+        block_dot = None
+        report = self.block_report
+        if isinstance(report, Unavailable) or report is None:
+            block_dot = report or Unavailable("block dependencies not analysed yet")
+        else:
+            try:
+                block_dot = self.analyses.block_graph_dot(self.session, report, edge_key)
+            except Exception as err:
+                block_dot = Unavailable(_one_line(err))
+        try:
+            written, skipped = export_views(out_dir, self.graph, clusters, op_ms, block_dot, self.results)
+        except Exception as err:
+            self.post_message(events.ExportDone([], [f"export failed: {_one_line(err)}"]))
+            return
+        self.post_message(events.ExportDone(written, skipped))
+
+    # --- results -----------------------------------------------------------------------
+
+    def on_model_opened(self, message: events.ModelOpened) -> None:
+        self.session, self.graph = message.session, message.graph
+        s = self.graph.summary()
+        self.sub_title = f"{self.graph.model}: {s.ops} ops"
+        self.query_one(GraphView).set_graph(self.graph)
+        self.analyse(self.session)
+
+    def on_open_failed(self, message: events.OpenFailed) -> None:
+        self.sub_title = "could not open the model"
+        self.query_one("#details").update(Text(f"could not open {self.spec}: {message.error}", style="bold red"))
+        self.notify(message.error, title="could not open the model", severity="error", timeout=10)
+
+    def on_kernels_ready(self, message: events.KernelsReady) -> None:
+        if not any(self.results.values()):
+            self.kernels = tuple(message.kernels)
+            self._update_clusters()
+
+    def on_block_deps_progress(self, message: events.BlockDepsProgress) -> None:
+        self.query_one(BlocksView).set_progress(message.done, message.total)
+
+    def on_block_deps_ready(self, message: events.BlockDepsReady) -> None:
+        self.block_report = message.report
+        self.query_one(BlocksView).set_report(message.report)
+
+    def on_plan_ready(self, message: events.PlanReady) -> None:
+        self.plan = message.plan
+        self.query_one(FusionPane).set_plan(message.plan, self.graph)
+        self._update_clusters()
+
+    def on_compile_started(self, message: events.CompileStarted) -> None:
+        what = "with the approved plan" if message.kind == "after" else "before the plan"
+        self.query_one(CompilePanel).start(f"compiling {self.graph.model} ({what})", message.stages)
+        self.sub_title = f"{self.graph.model}: compiling…"
+
+    def on_compile_progress(self, m: events.CompileProgress) -> None:
+        self.query_one(CompilePanel).stage_event(m.stage, m.status, m.seconds, m.message)
+
+    def on_compile_finished(self, message: events.CompileFinished) -> None:
+        result = message.result
+        self.results[message.kind] = result
+        self.kernels = tuple(result.kernels)
+        lat = f"{result.latency.median_ms:.3f} ms" if result.latency else "no timing"
+        self.query_one(CompilePanel).finish(Text(f"done: {result.launches} launches, {lat}; "
+                                                 "see 4 Timing", style="bold green"))
+        self.query_one(TimingView).set_run(message.kind, run_of(result, message.kind))
+        kernel_of = {op: k.func for k in result.kernels for op in k.ops}
+        self.query_one(GraphView).set_timing(op_times(result.kernels, result.kernel_times), kernel_of)
+        self._update_clusters()
+        self._update_measured(message.kind)
+        self.sub_title = f"{self.graph.model}: compiled ({message.kind} the plan), {lat}"
+        self.notify(f"compile done ({message.kind} the plan): {lat}, {result.launches} launches")
+
+    def on_compile_failed(self, message: events.CompileFailed) -> None:
+        self.query_one(CompilePanel).finish(Text(message.error, style="bold red"), cancelled=message.cancelled)
+        self.sub_title = f"{self.graph.model}: compile {'cancelled' if message.cancelled else 'failed'}"
+        self.notify(message.error, title="compile cancelled" if message.cancelled else "compile failed",
+                    severity="warning" if message.cancelled else "error", timeout=8)
+
+    def on_export_done(self, message: events.ExportDone) -> None:
+        lines = [f"wrote {p}" for p in message.written] + [f"skipped {s}" for s in message.skipped]
+        self.last_export = message
+        self.notify("\n".join(lines) or "nothing to export", title="export", timeout=10)
+
+    # --- messages from widgets ---------------------------------------------------------
+
+    def on_fusion_table_decision_highlighted(self, message: FusionTable.DecisionHighlighted) -> None:
+        self.query_one(GraphCanvas).set_highlight(message.row.members if message.row else ())
+
+    def on_fusion_table_decision_changed(self, message: FusionTable.DecisionChanged) -> None:
+        if isinstance(self.plan, PlanState):
+            refused = self.analyses.set_status(self.plan, message.ids, message.status)
+            self.query_one(FusionPane).update_rows(self.plan.rows)
+            if refused:
+                self.notify("\n".join(refused), title="cannot approve (rejected by the engine)",
+                            severity="warning", timeout=8)
+
+    def on_graph_canvas_node_selected(self, message: GraphCanvas.NodeSelected) -> None:
+        if message.node_id is not None:
+            self.query_one(BlocksView).select_for_op(message.node_id)
+
+    # --- actions -----------------------------------------------------------------------
+
+    def action_tab(self, tab: str, then=None) -> None:
+        self.query_one(TabbedContent).active = tab
+        target = {"graph": GraphCanvas, "blocks": BlockGridWidget, "fusion": FusionTable,
+                  "timing": KernelTable}.get(tab)
+
+        def focus() -> None:  # once the pane is shown: hidden widgets refuse focus
+            if target is not None:
+                self.query(target).first().focus()
+            if then is not None:
+                then()
+
+        self.call_after_refresh(focus)
+
+    def action_search(self) -> None:
+        """`/` from any view: the graph's search box."""
+        self.action_tab("graph", then=self.query_one(GraphView).action_search)
+
+    def action_compile(self, kind: str) -> None:
+        if self.session is None:
+            self.notify("the model is still opening", severity="warning")
+            return
+        if self.query_one(CompilePanel).running:
+            self.notify("a compile is already running (x: cancel)", severity="warning")
+            return
+        apply_plan = None
+        if kind == "after":
+            if not isinstance(self.plan, PlanState):
+                reason = self.plan.reason if isinstance(self.plan, Unavailable) else "not analysed yet"
+                self.notify(f"no fusion plan: {reason}", severity="warning")
+                return
+            if not self.plan.approved:
+                self.notify("no approved decisions: approve some in 3 Fusion (a / A)", severity="warning")
+                return
+            apply_plan = self.analyses.apply_fn(self.session, self.plan)
+            self._apply_plan = apply_plan
+        self._cancel.clear()
+        self.query_one(CompilePanel).running = True
+        self.action_tab("compile")
+        self.compile_model(kind, apply_plan)
+
+    def action_cancel_compile(self) -> None:
+        if self.query_one(CompilePanel).running:
+            self._cancel.set()
+            self.notify("cancelling after the current stage…")
+
+    def action_export(self) -> None:
+        if self.graph is None:
+            self.notify("the model is still opening", severity="warning")
+            return
+        out_dir = self.out_dir or Path("out") / f"{self.graph.model}-tui"
+        edge = self.query_one(BlocksView).edge
+        op_ms = self.query_one(GraphView)._op_ms
+        self.notify(f"exporting to {out_dir}…")
+        self.export_worker(out_dir, self._clusters(), op_ms, edge.key if edge else None)
+
+    def action_save_plan(self) -> None:
+        if not isinstance(self.plan, PlanState):
+            self.notify("no fusion plan to save", severity="warning")
+            return
+        path = self.analyses.save_plan(self.plan)
+        if isinstance(path, Unavailable):
+            self.notify(path.reason, severity="error")
+            return
+        self.plan.dirty = False
+        self.query_one(FusionPane).refresh_state()
+        self.notify(f"plan saved to {path}")
+
+    def action_reload_plan(self) -> None:
+        if self.session is not None:
+            self.post_message(events.PlanReady(self.analyses.load_or_propose(self.session)))
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+
+    def action_help(self) -> None:
+        scopes = [("everywhere", WorkbenchApp), ("graph", GraphView), ("graph", GraphCanvas),
+                  ("fusion", FusionTable), ("timing", KernelTable), ("blocks", BlockGridWidget)]
+        rows = key_rows(scopes) + [("everywhere", "ctrl+p", "command palette"),
+                                   ("everywhere", "ctrl+q", "quit"),
+                                   ("everywhere", "tab / shift+tab", "move focus between widgets")]
+        self.push_screen(HelpScreen(rows))
+
+    def get_system_commands(self, screen):
+        yield from super().get_system_commands(screen)
+        for title, help_text, callback in (
+                ("Compile", "build, verify and time the model before the plan (c)", lambda: self.action_compile("before")),
+                ("Compile with plan", "apply the approved fusion decisions, then build and time (C)",
+                 lambda: self.action_compile("after")),
+                ("Cancel compile", "stop after the current stage (x)", self.action_cancel_compile),
+                ("Export SVGs", "op graph, block graph, timing plot (e)", self.action_export),
+                ("Save fusion plan", "write the plan JSON (ctrl+s)", self.action_save_plan),
+                ("Reload fusion plan", "read the plan JSON again (ctrl+o)", self.action_reload_plan),
+                ("Toggle light/dark", "switch the theme (d)", self.action_toggle_theme),
+                ("Show keys", "every key binding (?)", self.action_help)):
+            yield SystemCommand(title, help_text, callback)
+        for tab in TABS:
+            yield SystemCommand(f"Go to {tab}", f"switch to the {tab} view", lambda t=tab: self.action_tab(t))
+
+    # --- derived views -----------------------------------------------------------------
+
+    def _clusters(self) -> tuple[ClusterSpec, ...]:
+        groups = ()
+        if isinstance(self.plan, PlanState):
+            groups = tuple(ClusterSpec(f"{r.id} {r.kind}", tuple(r.members), "group") for r in self.plan.rows
+                           if len(r.members) > 1)
+        kernels = tuple(ClusterSpec(g.name, g.ops, "kernel") for g in kernel_groups(self.kernels))
+        return groups + kernels
+
+    def _update_clusters(self) -> None:
+        if self.graph is not None:
+            self.query_one(GraphCanvas).set_clusters(self._clusters())
+
+    def _update_measured(self, kind: str) -> None:
+        if kind != "after" or not isinstance(self.plan, PlanState):
+            return
+        note = self.analyses.plan_outcome(self.plan, getattr(self, "_apply_plan", None))
+        if note:  # the engine measured each decision in the apply step
+            self.query_one(FusionPane).update_rows(self.plan.rows, note)
+            return
+        before, after = self.results["before"], self.results["after"]
+        if before is None or after is None:
+            return
+        gains = measured_gains(self.plan.rows, before.kernels, before.kernel_times, after.kernels,
+                               after.kernel_times)
+        rows = [replace(r, measured_gain_ms=gains[r.id]) if r.id in gains else r for r in self.plan.rows]
+        self.query_one(FusionPane).update_rows(rows)
+
+
+def _guarded(make):
+    """make(), or Unavailable saying how the analysis failed."""
+    try:
+        return make()
+    except Exception as err:
+        return Unavailable(f"analysis failed: {_one_line(err)}")
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__

@@ -1,0 +1,148 @@
+"""The small shapes the TUI views are written against. engine_adapter.py fills them from the
+engine's analyses; tests fill them by hand. Views never see the engine's own types for
+block dependencies or fusion plans, so those APIs can change without touching a view.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """An analysis the view cannot show, and why (never replaced by made-up data)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class BlockGrid:
+    """A kernel's blocks (thread blocks or parallel chunks), drawn row-major in `dims`."""
+
+    kernel: str
+    dims: tuple[int, ...]  # e.g. (rows, cols); count = product
+    ops: tuple[str, ...] = ()
+
+    @property
+    def count(self) -> int:
+        n = 1
+        for d in self.dims:
+            n *= d
+        return n
+
+    @property
+    def cols(self) -> int:
+        return self.dims[-1] if self.dims else 1
+
+
+@dataclass(frozen=True)
+class EdgeDeps:
+    """One producer -> consumer kernel edge and its block dependency map."""
+
+    key: str
+    producer: BlockGrid
+    consumer: BlockGrid
+    edge_class: str  # independent / one-to-one / one-to-few / partial / all-to-all
+    needs: Callable[[int], tuple[int, ...]]  # consumer block -> producer blocks it reads
+    figures: tuple[tuple[str, str], ...] = ()
+    tensor: str = ""
+    handle: object = field(default=None, repr=False, compare=False)  # the engine's edge object
+
+    @property
+    def title(self) -> str:
+        return f"{self.producer.kernel} -> {self.consumer.kernel}"
+
+
+@dataclass(frozen=True)
+class BlockDepsReport:
+    edges: tuple[EdgeDeps, ...]
+    figures: tuple[tuple[str, str], ...] = ()
+    note: str = ""
+    handle: object = field(default=None, repr=False, compare=False)  # the engine's result
+
+
+class Status(str, enum.Enum):
+    PROPOSED = "proposed"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    id: str
+    kind: str
+    members: tuple[str, ...]  # op ids
+    evidence: str
+    estimated_gain: str  # as the engine states it (e.g. "0.12 ms", "3 launches")
+    status: Status
+    reason: str = ""
+    measured_gain_ms: float | None = None
+    title: str = ""  # the members as the engine names them (kernels), else the ops are listed
+
+
+@dataclass
+class PlanState:
+    """The fusion plan as the TUI sees it: rows, plus the adapter's handle on the real plan."""
+
+    rows: list[DecisionRow]
+    path: str  # the JSON file shared with the CLI
+    handle: object = field(repr=False, default=None)
+    dirty: bool = False
+    note: str = ""  # where it came from (loaded, proposed, why a saved one did not fit)
+    measured: dict = field(default_factory=dict)  # decision id -> ms saved, from the last plan compile
+    results: dict = field(default_factory=dict)  # decision id -> what the apply step did
+
+    def row(self, decision_id: str) -> DecisionRow:
+        return next(r for r in self.rows if r.id == decision_id)
+
+    @property
+    def approved(self) -> list[DecisionRow]:
+        return [r for r in self.rows if r.status is Status.APPROVED]
+
+
+@dataclass(frozen=True)
+class KernelGroup:
+    """A fused kernel: its name and the ops it computes (drawn as a cluster)."""
+
+    name: str
+    ops: tuple[str, ...]
+
+
+def kernel_groups(kernels) -> tuple[KernelGroup, ...]:
+    """Fused kernels (more than one op) from a CompileResult's KernelCall list."""
+    return tuple(KernelGroup(k.func, tuple(k.ops)) for k in kernels if len(k.ops) > 1)
+
+
+def op_times(kernels, kernel_times) -> dict[str, float]:
+    """Op id -> total ms per inference of the kernel that computes it."""
+    total = {t.name: t.total_ms for t in kernel_times}
+    out: dict[str, float] = {}
+    for k in kernels:
+        for op in k.ops:
+            if k.func in total:
+                out[op] = total[k.func]
+    return out
+
+
+def measured_gains(rows, before_kernels, before_times, after_kernels, after_times) -> dict[str, float]:
+    """Decision id -> ms saved: the time of the kernels computing its members before the plan
+    minus after it. Only for decisions whose members are all timed in both runs."""
+    def time_of(members, kernels, times: Mapping[str, float]) -> float | None:
+        funcs = {k.func for k in kernels if set(k.ops) & set(members)}
+        covered = {op for k in kernels if k.func in funcs for op in k.ops}
+        if not funcs or not set(members) <= covered or not funcs <= set(times):
+            return None
+        calls = [k for k in kernels if k.func in funcs]
+        return sum(times[f] for f in funcs) if calls else None
+
+    bt = {t.name: t.total_ms for t in before_times}
+    at = {t.name: t.total_ms for t in after_times}
+    gains = {}
+    for r in rows:
+        b = time_of(r.members, before_kernels, bt)
+        a = time_of(r.members, after_kernels, at)
+        if a is not None and b is not None:
+            gains[r.id] = b - a
+    return gains

@@ -1,0 +1,88 @@
+"""FusionPane: the plan's state line, the FusionTable and the selected decision's details."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from workbench.tui.facts import DecisionRow, PlanState, Status, Unavailable
+from workbench.tui.fusion_table import FusionTable
+
+
+class FusionPane(Vertical):
+    DEFAULT_CSS = """
+    FusionPane { height: 1fr; }
+    FusionPane #plan-state { height: auto; padding: 0 1; background: $boost; }
+    FusionPane FusionTable { height: 1fr; }
+    FusionPane #decision { height: auto; max-height: 12; padding: 0 1; border-top: solid $primary 40%; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.plan: PlanState | None = None
+        self.graph = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("fusion plan: analysing… (runs after the model opens)", id="plan-state")
+        yield FusionTable()
+        yield Static("", id="decision")
+
+    @property
+    def table(self) -> FusionTable:
+        return self.query_one(FusionTable)
+
+    def set_plan(self, plan: PlanState | Unavailable, graph) -> None:
+        self.graph = graph
+        state = self.query_one("#plan-state", Static)
+        if isinstance(plan, Unavailable):
+            self.plan = None
+            state.update(Text.assemble(("Fusion plan not available: ", "bold red"), plan.reason))
+            return
+        self.plan = plan
+        labels = {n.id: n.label for n in graph.nodes} if graph is not None else {}
+        self.table.set_rows(plan.rows, labels)
+        self.refresh_state()
+
+    def refresh_state(self, note: str = "") -> None:
+        if self.plan is None:
+            return
+        counts = {s: sum(r.status is s for r in self.plan.rows) for s in Status}
+        text = Text.assemble(
+            (f"{len(self.plan.rows)} decisions", "bold"),
+            f": {counts[Status.APPROVED]} approved, {counts[Status.REJECTED]} rejected, "
+            f"{counts[Status.PROPOSED]} undecided   plan file {self.plan.path}",
+            (" (unsaved: ctrl+s)" if self.plan.dirty else "", "yellow"),
+            "\na/r approve/reject, A/R all, u undecide   C: compile with the approved decisions")
+        for line in (self.plan.note, note):
+            if line:
+                text.append(f"\n{line}", style="dim")
+        self.query_one("#plan-state", Static).update(text)
+
+    def show_decision(self, row: DecisionRow | None) -> None:
+        if row is None:
+            self.query_one("#decision", Static).update("")
+            return
+        text = Text.assemble((f"{row.id} {row.kind}", "bold"), f"  [{row.status.value}]  "
+                             f"estimated {row.estimated_gain}")
+        if row.measured_gain_ms is not None:
+            text.append(f", measured {row.measured_gain_ms:+.3f} ms")
+        for m in row.members:
+            n = self.graph.node(m) if self.graph is not None and m in self.graph.dag else None
+            text.append(f"\n  {m}: {n.op} {n.label}" if n else f"\n  {m}")
+        if row.evidence:
+            text.append(f"\nevidence: {row.evidence}")
+        if row.reason:
+            text.append(f"\nreason: {row.reason}")
+        self.query_one("#decision", Static).update(text)
+
+    def on_fusion_table_decision_highlighted(self, event: FusionTable.DecisionHighlighted) -> None:
+        self.show_decision(event.row)  # the event bubbles on to the app (graph highlight)
+
+    def update_rows(self, rows: list[DecisionRow], note: str = "") -> None:
+        if self.plan is not None:
+            self.plan.rows = rows
+            self.table.set_rows(rows)
+            self.refresh_state(note)
+            self.show_decision(self.table.current)
