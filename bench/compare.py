@@ -40,18 +40,22 @@ class Row:
     notes: list[str] = field(default_factory=list)
 
 
-def _variants():
-    """This project's configurations: name -> CompileOptions factory, or a reason it is absent."""
+def _variants(session):
+    """This project's configurations: name -> CompileOptions factory, or a reason it is absent.
+
+    Block-level (vertical) fusion and co-tuning are not variants yet: the planner never
+    proposes block-level decisions, and co-tuning is measured per group in
+    bench/tuning_cotune.py, not end to end."""
+    from engine.parallel import propose
+    from engine.parallel.apply import PlanApplier
     from engine.pipeline import CompileOptions
 
     variants: dict[str, object] = {"blockwise": lambda: CompileOptions(timing=False)}
-    try:
-        from engine.parallel import approve_all_plan_applier  # noqa: F401
-    except ImportError:
-        variants["blockwise+parallel-fusion"] = "engine.parallel has no approve_all_plan_applier"
+    plan = propose(session, "llvm").plan.with_approval("all")
+    if plan.decisions:
+        variants["blockwise+parallel-fusion"] = lambda: CompileOptions(timing=False, apply_plan=PlanApplier(plan))
     else:
-        variants["blockwise+parallel-fusion"] = lambda: CompileOptions(
-            timing=False, apply_plan=approve_all_plan_applier())
+        variants["blockwise+parallel-fusion"] = "no parallel group proposed"
     return variants
 
 
@@ -91,7 +95,7 @@ def bench_model(spec: str, runs: int, stock_runs: int) -> Row:
     row.compile_s["onnxruntime"] = time.perf_counter() - t0
     fns["onnxruntime"] = lambda: sess.run(None, inputs)
 
-    for name, factory in _variants().items():
+    for name, factory in _variants(session).items():
         if isinstance(factory, str):
             row.notes.append(f"{name}: not measured ({factory})")
             row.latency_ms[name] = None
@@ -158,8 +162,10 @@ def print_table(rows: list[Row], ratios: dict) -> None:
             v = r.latency_ms.get(n)
             cells.append(f"{v:>14.3f} ms" + (f" ({v / r.latency_ms['onnxruntime']:.2f}x)" if v and n != 'onnxruntime' else " " * 8)
                          if v is not None else f"{'n/a':>26}")
-        launches = r.launches.get("blockwise")
-        print(f"{r.model:<18}" + "".join(f"{c:>26}" for c in cells) + f"{launches if launches else '':>10}")
+        launches = str(r.launches.get("blockwise", ""))
+        if r.launches.get("blockwise+parallel-fusion"):
+            launches += f"->{r.launches['blockwise+parallel-fusion']}"
+        print(f"{r.model:<18}" + "".join(f"{c:>26}" for c in cells) + f"{launches:>10}")
     print("\nlatency ratio (lower is better), geometric mean over models:")
     for variant, peers in ratios.items():
         parts = ", ".join(f"vs {p}: {v:.3f}x" for p, v in peers.items() if v)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from engine.blockdeps import (DEFAULT_FEW_BOUND, EdgeBlockMap, EdgeClass, Method, ModelBlockDeps,
+from engine.blockdeps import (DEFAULT_FEW_BOUND, EdgeBlockMap, Method, ModelBlockDeps,
                               analyze_edge, analyze_model, block_graph_dot, resolve_edge)
 from engine.graphviz import render_svg
 from workbench.cli import positive_int
@@ -147,4 +147,4 @@ def _grid(g) -> dict:
             "phases": g.phases}
 
 
-__all__ = ["register", "EdgeClass"]
+__all__ = ["register"]

@@ -8,7 +8,6 @@ An all-to-all edge is drawn as one barrier node. Render with engine.graphviz.ren
 
 from __future__ import annotations
 
-import numpy as np
 
 from engine.graphviz import quote
 
