@@ -94,9 +94,18 @@ def trace_fusion(unfused: tvm.IRModule, fused: tvm.IRModule, owner: dict) -> lis
 
 
 def list_kernels(mod: tvm.IRModule, ops_of: list[tuple[OpId, ...]]) -> tuple[KernelCall, ...]:
-    """Kernel call sites of a module after FuseTIR, in execution order."""
+    """Kernel call sites of a module after FuseTIR, in execution order.
+
+    `var` and `reads` name `main`'s Vars; Relax names repeat after fusion, so a repeated
+    name gets its binding position appended (`lv4@12`) to stay unambiguous."""
     calls = []
-    for position, b in enumerate(_bindings(mod["main"])):
+    bindings = _bindings(mod["main"])
+    counts: dict[str, int] = {}
+    for v in [*mod["main"].params, *(b.var for b in bindings)]:
+        counts[v.name] = counts.get(v.name, 0) + 1
+    label = {b.var: (b.var.name if counts[b.var.name] == 1 else f"{b.var.name}@{k}")
+             for k, b in enumerate(bindings)}
+    for position, b in enumerate(bindings):
         call = _call_args(b.value)
         if not (isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op)
                 and b.value.op.name == "relax.call_tir"):
@@ -106,6 +115,6 @@ def list_kernels(mod: tvm.IRModule, ops_of: list[tuple[OpId, ...]]) -> tuple[Ker
             and hasattr(ty.shape, "values") else ()
         dtype = str(getattr(ty, "dtype", ""))
         ops = ops_of[position] if position < len(ops_of) else ()
-        reads = tuple(a.name for a in call[1] if isinstance(a, relax.Var))
-        calls.append(KernelCall(len(calls), b.var.name, call[0], ops, reads, shape, dtype))
+        reads = tuple(label.get(a, a.name) for a in call[1] if isinstance(a, relax.Var))
+        calls.append(KernelCall(len(calls), label[b.var], call[0], ops, reads, shape, dtype))
     return tuple(calls)
