@@ -45,7 +45,13 @@ def _choose_tile(n_out_ch: int, out_w: int) -> tuple[int, int] | None:
 
 
 class Conv2dNCHW(ScheduleRule):
-    """conv2d (groups=1, NCHW/OIHW) + optional padding producer + injective epilogue."""
+    """conv2d (groups=1, NCHW/OIHW) + optional padding producer + injective epilogue.
+
+    `tile=(ft, xt)` fixes the register tile (output channels x output columns) instead of
+    choosing it: the tuner's knob space (engine.tuning.knobs)."""
+
+    def __init__(self, tile: tuple[int, int] | None = None):
+        self.tile = tile
 
     def apply(self, func: tirx.PrimFunc, target: Target):
         sch = s_tir.Schedule(func)
@@ -65,7 +71,7 @@ class Conv2dNCHW(ScheduleRule):
         ):
             return None  # grouped / depthwise / other layouts: not this rule
         _, n_f, _, n_w = (int(s) for s in stmt.writes[0].source.shape)
-        tile = _choose_tile(n_f, n_w)
+        tile = self.tile or _choose_tile(n_f, n_w)
         if tile is None:
             return None
         ft, xt = tile
