@@ -13,6 +13,7 @@ constant, so at run time the kernel reads the packed copy directly.
 
 from __future__ import annotations
 
+import tvm
 from tvm import s_tir, tirx
 from tvm.target import Target
 
@@ -27,14 +28,37 @@ def _var_of(expr):
     return expr if isinstance(expr, tirx.Var) else None
 
 
-def _choose_tile(n_out_ch: int, out_w: int) -> tuple[int, int] | None:
+def _group_structure(stmt, v) -> tuple[int, int, int] | None:
+    """(groups, out channels per group, in channels per group) of a conv block, checking
+    that the input channel index is ``f // Fg * Cg + c`` (groups=1: plain ``c``)."""
+    in_buf, w_buf = stmt.reads[0].source, stmt.reads[1].source
+    if len(in_buf.shape) != 4 or len(stmt.reads[0].region) != 4:
+        return None
+    n_c, n_cg, n_f = int(in_buf.shape[1]), int(w_buf.shape[1]), int(w_buf.shape[0])
+    if n_cg <= 0 or n_c % n_cg:
+        return None
+    groups = n_c // n_cg
+    if n_f % groups:
+        return None
+    n_fg = n_f // groups
+    ana = tvm.sym.Analyzer()
+    ana.bind(v[1], tvm.ir.Range(0, n_f))
+    ana.bind(v[4], tvm.ir.Range(0, n_cg))
+    want = v[4] if groups == 1 else tirx.floordiv(v[1], n_fg) * n_cg + v[4]
+    got = stmt.reads[0].region[1].min
+    if not ana.can_prove(got - want == 0):
+        return None
+    return groups, n_fg, n_cg
+
+
+def _choose_tile(n_out_ch: int, out_w: int, fts=(32, 16, 8, 4)) -> tuple[int, int] | None:
     """Pick (ft, xt): channel tile (vector lanes) and output-width tile (unrolled).
 
     xt must divide the width (no predicates inside the micro-kernel). Among the
     channel tiles that divide F, take the one giving most accumulators within budget.
     """
     best = None
-    for ft in (32, 16, 8, 4):
+    for ft in fts:
         if n_out_ch % ft:
             continue
         cap = max(1, MAX_ACC_VECTORS // max(1, ft // 16))
@@ -45,7 +69,13 @@ def _choose_tile(n_out_ch: int, out_w: int) -> tuple[int, int] | None:
 
 
 class Conv2dNCHW(ScheduleRule):
-    """conv2d (groups=1, NCHW/OIHW) + optional padding producer + injective epilogue.
+    """conv2d (NCHW/OIHW) + optional padding producer + injective epilogue.
+
+    Grouped convolutions: when the channels per group allow a channel tile, the output
+    channel loop is split [groups, per-group] so a tile never straddles two groups (the
+    input channel stays a scalar per tile). Depthwise (one input and one output channel
+    per group): the input is repacked to [N, C/ft, H, W, ft] in a parallel pre-pass (with
+    the padding folded in), so the channel-vector reads of the micro-kernel are contiguous.
 
     `tile=(ft, xt)` fixes the register tile (output channels x output columns) instead of
     choosing it: the tuner's knob space (engine.tuning.knobs)."""
@@ -69,12 +99,23 @@ class Conv2dNCHW(ScheduleRule):
         if len(w_region) != 4 or any(
             _var_of(r.min) is None or not _var_of(r.min).same_as(v[i]) for r, i in zip(w_region, (1, 4, 5, 6))
         ):
-            return None  # grouped / depthwise / other layouts: not this rule
+            return None  # other layouts: not this rule
+        grp = _group_structure(stmt, v)
+        if grp is None:
+            return None
+        groups, n_fg, n_cg = grp
+        depthwise = groups > 1 and n_fg == 1 and n_cg == 1
         _, n_f, _, n_w = (int(s) for s in stmt.writes[0].source.shape)
-        tile = self.tile or _choose_tile(n_f, n_w)
+        # Channel tile: within one group, except depthwise (any divisor of F, input repacked).
+        if groups == 1 or depthwise:
+            tile = self.tile or _choose_tile(n_f, n_w)
+        else:  # narrow groups (e.g. 34 channels): 2-lane tiles beat the generic fallback
+            tile = self.tile or _choose_tile(n_fg, n_w, (32, 16, 8, 4, 2))
         if tile is None:
             return None
         ft, xt = tile
+        if groups > 1 and not depthwise and n_fg % ft:
+            return None
 
         idx = [sch.get(b).name_hint for b in blocks].index(stmt.name_hint)
         producers, epilogue = blocks[:idx], blocks[idx + 1 :]
@@ -98,13 +139,25 @@ class Conv2dNCHW(ScheduleRule):
         sch.transform_layout(wpack, ("write", 0), lambda f, c, r, s: (f // ft, c, r, s, f % ft))
         sch.annotate(wpack, PREPROC_ATTR, True)
 
+        ipack = None
+        if depthwise:
+            # Input [N, C, H, W] -> [N, C/ft, H, W, ft]: lane j of a tile reads channel j.
+            ipack = sch.cache_read(conv, 0, "global")
+            sch.transform_layout(ipack, ("write", 0), lambda n_, c, h, w: (n_, c // ft, h, w, c % ft))
+
         n, f, y, x, rc, ry, rx = sch.get_loops(conv)
-        fo, fi = sch.split(f, [None, ft])
+        if groups > 1 and not depthwise:
+            g, fg = sch.split(f, [groups, n_fg])
+            fo, fi = sch.split(fg, [None, ft])
+            outer = [n, g, fo, y]
+        else:
+            fo, fi = sch.split(f, [None, ft])
+            outer = [n, fo, y]
         xo, xi = sch.split(x, [None, xt])
         # Reduction loops outside the register tile; (n, f-tile, row) is the parallel axis:
         # F/ft * H chunks, >= 8 per core for all layers of the model zoo nets.
-        sch.reorder(n, fo, y, xo, rc, ry, rx, xi, fi)
-        par = sch.fuse(n, fo, y)
+        sch.reorder(*outer, xo, rc, ry, rx, xi, fi)
+        par = sch.fuse(*outer)
         sch.parallel(par)
         sch.reverse_compute_at(last, xo, preserve_unit_loops=True)
         e = sch.get_loops(last)[2:]
@@ -126,13 +179,16 @@ class Conv2dNCHW(ScheduleRule):
                 stmt_b.writes[0].source.shape
             )
             # An identity "pad" (1x1 conv, no padding) disappears; real padding stays a
-            # separate parallel pass so the inner loop carries no boundary checks.
-            if same_shape:
+            # separate parallel pass so the inner loop carries no boundary checks (depthwise:
+            # it is folded into the input repack, which is that pass).
+            if same_shape or ipack is not None:
                 try:
                     sch.compute_inline(b)
                     continue
                 except Exception:  # pylint: disable=broad-except
                     pass
             parallelize(sch, b, num_cores(target))
+        if ipack is not None:
+            parallelize(sch, ipack, num_cores(target), vectorize=False)
         parallelize(sch, wpack, num_cores(target), vectorize=False)
         return sch

@@ -25,10 +25,11 @@ from .cpu_common import (
     vector_lanes,
 )
 from .cpu_rules_conv import PREPROC_ATTR, Conv2dNCHW
+from .cpu_rules_rowwise import RowWise
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RULES", "schedule_module", "schedule_func", "Conv2dNCHW", "Matmul", "Fallback"]
+__all__ = ["RULES", "schedule_module", "schedule_func", "Conv2dNCHW", "Matmul", "RowWise", "Fallback"]
 
 
 def _inline_all(sch: s_tir.Schedule, keep=()) -> None:
@@ -96,8 +97,11 @@ class Matmul(ScheduleRule):
         sch.reorder(*batch, io, jo, k, ii, ji)
         par = sch.fuse(*batch, io, jo)
         sch.parallel(par)
-        sch.set_scope(mm, 0, "local")
         consumers = [b for b in blocks_of(sch) if not sch.get(b).same_as(sch.get(mm))]
+        if consumers:
+            sch.set_scope(mm, 0, "local")
+        else:  # the matmul writes the output param: accumulate locally, copy out per tile
+            consumers = [sch.cache_write(mm, 0, "local")]
         if consumers:
             sch.reverse_compute_at(consumers[-1], par, preserve_unit_loops=True)
             sch.vectorize(sch.get_loops(consumers[-1])[-1])
@@ -127,7 +131,7 @@ class Fallback(ScheduleRule):
         return sch
 
 
-RULES: list[ScheduleRule] = [Conv2dNCHW(), Matmul(), Fallback()]
+RULES: list[ScheduleRule] = [Conv2dNCHW(), Matmul(), RowWise(), Fallback()]
 
 
 def _is_scheduled(func) -> bool:

@@ -168,3 +168,81 @@ def test_concat():
         np.concatenate([a, b], axis=1),
         ["concat"],
     )
+
+
+def _group_conv_ref(x, w, b, pad, stride, groups):
+    # bias + relu are per output channel: concatenating the per-group results is exact.
+    cg, fg = x.shape[1] // groups, w.shape[0] // groups
+    outs = [
+        _conv_ref(x[:, g * cg : (g + 1) * cg], w[g * fg : (g + 1) * fg], b[g * fg : (g + 1) * fg], pad, stride)
+        for g in range(groups)
+    ]
+    return np.concatenate(outs, axis=1)
+
+
+@pytest.mark.parametrize(
+    "f,c,hw,k,pad,stride,groups",
+    [
+        (64, 64, 14, 1, 0, 1, 4),  # grouped 1x1, 16 channels per group
+        (24, 24, 9, 1, 0, 1, 4),  # 6 channels per group: 2-lane tile
+        (32, 32, 14, 3, 1, 1, 32),  # depthwise 3x3
+        (48, 48, 15, 3, 1, 2, 48),  # depthwise 3x3, stride 2
+    ],
+)
+def test_grouped_conv2d(f, c, hw, k, pad, stride, groups):
+    x = RNG.standard_normal((1, c, hw, hw)).astype("float32")
+    w = RNG.standard_normal((f, c // groups, k, k)).astype("float32")
+    b = RNG.standard_normal((f,)).astype("float32")
+
+    def body(bb, xv):
+        y = bb.emit(relax.op.nn.conv2d(xv, relax.const(w), strides=stride, padding=pad, groups=groups))
+        y = bb.emit(relax.op.add(y, relax.const(b.reshape(1, f, 1, 1))))
+        return relax.op.nn.relu(y)
+
+    mod = _module([("x", x.shape)], body)
+    ref = _group_conv_ref(x, w, b, pad, stride, groups)
+    sched = _check(mod, [x], ref, ["conv2d"])
+    # Scheduled by the conv rule (packed weight), not the generic fallback.
+    conv = [fn for n, fn in _prim_funcs(sched).items() if "conv2d" in n]
+    assert len(conv) == 1 and len(conv[0].params[1].ty.shape) == 5
+    assert "T.vectorized" in conv[0].script()
+
+
+def test_batch_matmul():
+    # Attention-sized batched matmul writing its output directly (no epilogue).
+    a = RNG.standard_normal((1, 4, 64, 32)).astype("float32")
+    bm = RNG.standard_normal((1, 4, 32, 64)).astype("float32")
+
+    def body(bb, av, bv):
+        return relax.op.matmul(av, bv)
+
+    fused = _fuse(_module([("a", a.shape), ("b", bm.shape)], body))
+    (func,) = [f for n, f in _prim_funcs(fused).items() if "matmul" in n]
+    assert RULES[1].apply(func, TARGET) is not None  # the Matmul rule, not the fallback
+    _check(_module([("a", a.shape), ("b", bm.shape)], body), [a, bm], a @ bm, ["matmul"])
+
+
+def test_batch_matmul_transposed():
+    # q @ k^T with the transpose fused in front (the attention score pattern).
+    q = RNG.standard_normal((1, 4, 64, 32)).astype("float32")
+    k = RNG.standard_normal((1, 4, 64, 32)).astype("float32")
+
+    def body(bb, qv, kv):
+        kt = bb.emit(relax.op.permute_dims(kv, [0, 1, 3, 2]))
+        return relax.op.matmul(qv, kt)
+
+    _check(
+        _module([("q", q.shape), ("k", k.shape)], body), [q, k], q @ k.transpose(0, 1, 3, 2), ["matmul"]
+    )
+
+
+def test_softmax_4d_rowwise():
+    x = RNG.standard_normal((1, 4, 64, 64)).astype("float32")
+
+    def body(bb, xv):
+        return relax.op.nn.softmax(xv, axis=-1)
+
+    e = np.exp(x - x.max(-1, keepdims=True))
+    sched = _check(_module([("x", x.shape)], body), [x], e / e.sum(-1, keepdims=True), ["softmax"])
+    (sm,) = [f for n, f in _prim_funcs(sched).items() if "softmax" in n]
+    assert sm.script().count("T.parallel") == 1  # one parallel region for the whole chain
