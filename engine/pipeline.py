@@ -168,6 +168,12 @@ _PRE_FUSION = [relax.transform.DecomposeOpsForInference(), relax.transform.Legal
                relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant()]
 
 
+def fuse_module(mod: tvm.IRModule) -> tvm.IRModule:
+    """The fuse stage's passes without the kernel tracing: for tests and tools that need
+    the fused, unscheduled kernels of a Relax module."""
+    return relax.transform.FuseTIR()(relax.transform.FuseOps()(tvm.transform.Sequential(_PRE_FUSION)(mod)))
+
+
 def _import(ctx: CompileContext, out: dict) -> str:
     ctx.target = ctx.spec.target(ctx.options.arch)
     imported = import_relax(ctx.model, ctx.graph)

@@ -11,22 +11,14 @@ import tvm
 from tvm import relax
 
 from engine.cpu_schedule import RULES, schedule_func, schedule_module
+from engine.pipeline import fuse_module
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 RNG = np.random.default_rng(0)
 
 
 def _fuse(mod):
-    return tvm.transform.Sequential(
-        [
-            relax.transform.DecomposeOpsForInference(),
-            relax.transform.LegalizeOps(),
-            relax.transform.AnnotateTIROpPattern(),
-            relax.transform.FoldConstant(),
-            relax.transform.FuseOps(),
-            relax.transform.FuseTIR(),
-        ]
-    )(mod)
+    return fuse_module(mod)
 
 
 def _module(inputs, body):

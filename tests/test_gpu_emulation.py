@@ -16,6 +16,7 @@ from engine.gpu_emulation import EmulationError, emulate_func, emulate_on_cpu, t
 from engine.gpu_schedule import OP_PATTERN_OPAQUE, cuda_source, is_thread_bound, schedule_module, thread_tags
 from engine.model import load_model
 from engine.opgraph import build_operator_graph
+from engine.pipeline import fuse_module
 from engine.relax_import import import_relax
 
 H100 = tvm.target.Target("nvidia/nvidia-h100")
@@ -25,17 +26,7 @@ LLVM = tvm.target.Target({"kind": "llvm"})
 def _fused(spec):
     model = load_model(spec)
     mod = import_relax(model, build_operator_graph(model)).mod
-    mod = tvm.transform.Sequential(
-        [
-            relax.transform.DecomposeOpsForInference(),
-            relax.transform.LegalizeOps(),
-            relax.transform.AnnotateTIROpPattern(),
-            relax.transform.FoldConstant(),
-            relax.transform.FuseOps(),
-            relax.transform.FuseTIR(),
-        ]
-    )(mod)
-    return model, mod
+    return model, fuse_module(mod)
 
 
 def _prim_funcs(mod):
