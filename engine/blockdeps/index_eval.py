@@ -49,14 +49,19 @@ _BINARY = {
 }
 
 
+def _bound(var, env: dict):
+    """The value (points) or range (interval) `env` gives a variable."""
+    try:
+        return env[var_key(var)]
+    except KeyError:
+        raise Unsupported(f"free variable {var}") from None
+
+
 def points(expr, env: dict):
     """The value of `expr` at every point of `env` (numpy broadcasting)."""
     t = type(expr)
     if t is ir.Var:
-        try:
-            return env[var_key(expr)]
-        except KeyError:
-            raise Unsupported(f"free variable {expr}") from None
+        return _bound(expr, env)
     if t is tirx.IntImm:
         return np.int64(expr.value)
     op = _BINARY.get(t)
@@ -82,10 +87,7 @@ def interval(expr, env: dict):
     the rules of tvm.sym's IntervalSet evaluation with the block variables as points."""
     t = type(expr)
     if t is ir.Var:
-        try:
-            return env[var_key(expr)]
-        except KeyError:
-            raise Unsupported(f"free variable {expr}") from None
+        return _bound(expr, env)
     if t is tirx.IntImm:
         v = np.int64(expr.value)
         return v, v

@@ -152,12 +152,7 @@ class _Walker:
                 self.visit(block.init, loops, bindings, conds)
             self.visit(block.body, loops, bindings, conds)
         elif t is tirx.BufferStore:
-            p = self.param_of.get(var_key(stmt.buffer))
-            if p is not None:
-                self.accesses.append(Access(p, AccessKind.WRITE, tuple(stmt.indices), conds,
-                                            bindings, loops, self.nest))
-            for i in stmt.indices:
-                self.loads(i, loops, bindings, conds)
+            self.record(stmt.buffer, AccessKind.WRITE, stmt.indices, loops, bindings, conds)
             self.loads(stmt.value, loops, bindings, conds)
         elif t is tirx.IfThenElse:
             self.loads(stmt.condition, loops, bindings, conds)
@@ -175,16 +170,19 @@ class _Walker:
         else:
             raise Unsupported(f"statement {t.__name__}")
 
+    def record(self, buffer, kind, indices, loops, bindings, conds):
+        """Record an access to a parameter buffer, then the loads inside its indices."""
+        p = self.param_of.get(var_key(buffer))
+        if p is not None:
+            self.accesses.append(Access(p, kind, tuple(indices), conds, bindings, loops, self.nest))
+        for i in indices:
+            self.loads(i, loops, bindings, conds)
+
     def loads(self, expr, loops, bindings, conds):
         """Record parameter loads inside `expr`, with the if_then_else branch conditions."""
         t = type(expr)
         if t is ir.TensorLoad:
-            p = self.param_of.get(var_key(expr.source))
-            if p is not None:
-                self.accesses.append(Access(p, AccessKind.READ, tuple(expr.indices), conds,
-                                            bindings, loops, self.nest))
-            for i in expr.indices:
-                self.loads(i, loops, bindings, conds)
+            self.record(expr.source, AccessKind.READ, expr.indices, loops, bindings, conds)
         elif t is ir.Call and expr.op.name == "prim.if_then_else":
             c, a, b = expr.args
             self.loads(c, loops, bindings, conds)
