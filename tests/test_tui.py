@@ -230,10 +230,12 @@ def test_approve_reject_highlight_and_save(tmp_path):
         app, _ = make_app(tmp_path)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot, app)
+            canvas = app.query_one(GraphCanvas)
+            # the plan loaded in the background highlights its first row without moving the view
+            assert canvas._highlight and canvas.scroll_offset == (0, 0)
             await pilot.press("3")
             table = app.query_one(FusionTable)
             assert table.has_focus and table.row_count == 2
-            canvas = app.query_one(GraphCanvas)
             assert canvas._highlight == {"n1", "n6"}  # the first row's members
             await pilot.press("a")  # approve D1, cursor moves to D2
             assert app.plan.row("D1").status is Status.APPROVED and app.plan.dirty

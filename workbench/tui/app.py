@@ -237,7 +237,11 @@ class WorkbenchApp(App):
     # --- messages from widgets ---------------------------------------------------------
 
     def on_fusion_table_decision_highlighted(self, message: FusionTable.DecisionHighlighted) -> None:
-        self.query_one(GraphCanvas).set_highlight(message.row.members if message.row else ())
+        # a plan arriving in the background highlights its first row; only a person moving the
+        # cursor in the table should move the graph under them
+        table = self.query_one(FusionTable)
+        self.query_one(GraphCanvas).set_highlight(message.row.members if message.row else (),
+                                                  scroll=table.has_focus)
 
     def on_fusion_table_decision_changed(self, message: FusionTable.DecisionChanged) -> None:
         if isinstance(self.plan, PlanState):

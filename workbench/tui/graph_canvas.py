@@ -111,6 +111,7 @@ class GraphCanvas(ScrollView, can_focus=True):
         self._focus: frozenset[str] | None = None
         self._order: list[str] = []
         self._highlight: frozenset[str] = frozenset()
+        self._follow_highlight = False  # whether relayouts keep the highlighted ops in view
         self._matches: frozenset[str] = frozenset()
         self._heat: dict[str, float] = {}
         self._styles: dict[int, Style] = {}
@@ -135,13 +136,20 @@ class GraphCanvas(ScrollView, can_focus=True):
         self._heat = {op: ms / top for op, ms in op_ms.items()}
         self._restyle()
 
-    def set_highlight(self, ops) -> None:
+    def set_highlight(self, ops, scroll: bool = True) -> None:
+        """Highlight `ops`; `scroll` brings the first of them into view (not when a table merely loads)."""
         self._highlight = frozenset(ops)
+        self._follow_highlight = scroll
         self._restyle()
-        if self._highlight and self.scene:
-            first = next((o for o in self._order if o in self._highlight and o in self.scene.layout.boxes), None)
-            if first:
-                self.scroll_to_node(first)
+        first = self._first_highlighted()
+        if scroll and first:
+            self.scroll_to_node(first)
+
+    def _first_highlighted(self) -> str | None:
+        """The highlighted op earliest in graph order (a frozenset's own order is not stable across runs)."""
+        if not self._highlight or self.scene is None:
+            return None
+        return next((o for o in self._order if o in self._highlight and o in self.scene.layout.boxes), None)
 
     def set_matches(self, ops) -> None:
         self._matches = frozenset(ops)
@@ -176,7 +184,7 @@ class GraphCanvas(ScrollView, can_focus=True):
         self.scene = scene
         self._strips.clear()
         self.virtual_size = Size(scene.grid.width, scene.grid.height)
-        anchor = self.selected or (next(iter(self._highlight), None))
+        anchor = self.selected or (self._first_highlighted() if self._follow_highlight else None)
         if anchor and anchor in scene.layout.boxes:  # after the new virtual size is in effect
             self.call_after_refresh(self.scroll_to_node, anchor)
         self.refresh()
