@@ -11,8 +11,7 @@ import json
 from engine.pipeline import CompileOptions, Stage
 from engine.session import Session
 from engine.targets import get_target
-from engine.tuning.cotune import Group, compare_cotuning, time_kernel
-from engine.tuning.hfuse import strip_preproc
+from engine.tuning.cotune import Group, GroupConfig, compare_cotuning, time_kernel
 
 
 def main() -> None:
@@ -24,17 +23,17 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     mod = Session(args.model).compile(CompileOptions(stop_after=Stage.FUSE)).module
-    funcs = [mod[n] for n in args.members.split(",")]
+    names = args.members.split(",")
     target = get_target("llvm").target(None)
-    rep = compare_cotuning(funcs, target, args.trials, seed=args.seed, rounds=args.rounds)
-    group = Group(funcs, target)
-    default_fused = time_kernel(group.fused(group.natural(group.default_knobs())), target)
-    default_members = sum(time_kernel(strip_preproc(v[0][1]), target) for v in group.variants)
+    group = Group([mod[n] for n in names], target, names)
+    rep = compare_cotuning(group, args.trials, seed=args.seed, rounds=args.rounds)
+    default_fused = time_kernel(group.fused(GroupConfig((0,) * len(names), group.default_layout())), target)
+    default_members = sum(time_kernel(group.member(m, 0), target) for m in range(len(names)))
     print(json.dumps({
         "members": args.members.split(","), "trials_each_method": args.trials,
-        "cotuned": {"knobs": rep.cotuned.knobs, "chunks": rep.cotuned.config.chunks,
+        "cotuned": {"knobs": rep.cotuned.knobs, "layout": rep.cotuned.config.layout.describe(),
                     "ms": rep.cotuned_s * 1e3, "trials": rep.cotuned.trials},
-        "separate_then_fused": {"knobs": rep.separate.knobs, "chunks": rep.separate.config.chunks,
+        "separate_then_fused": {"knobs": rep.separate.knobs, "layout": rep.separate.config.layout.describe(),
                                 "ms": rep.separate_s * 1e3, "trials": rep.separate.trials},
         "speedup_cotuned_vs_separate": rep.speedup,
         "default_fused_ms": default_fused * 1e3, "default_members_sum_ms": default_members * 1e3,

@@ -110,3 +110,14 @@ def parallelize(sch: s_tir.Schedule, block, cores: int, vectorize: bool = True, 
         return
     fused = sch.fuse(*outer[:k]) if k > 1 else outer[0]
     sch.parallel(fused)
+
+
+PREPROC_ATTR = "meta_schedule.layout_rewrite_preproc"  # MetaSchedule's mark of a weight repack block
+
+
+def has_preproc(node) -> bool:
+    """Whether `node` (a PrimFunc or statement) holds a block marked as a weight repack."""
+    found = []
+    tvm_ffi.structural_walk(node, (s_tir.SBlock, lambda b: found.append(PREPROC_ATTR in b.annotations)),
+                            order="pre")
+    return any(found)

@@ -17,9 +17,8 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.target import Target
 
-from .cpu_common import ScheduleRule, blocks_of, is_reduction_block, num_cores, parallelize
+from .cpu_common import PREPROC_ATTR, ScheduleRule, blocks_of, is_reduction_block, num_cores, parallelize
 
-PREPROC_ATTR = "meta_schedule.layout_rewrite_preproc"
 # Accumulator budget in 512-bit registers (x86 has 32; keep room for weights/inputs).
 MAX_ACC_VECTORS = 18
 

@@ -18,13 +18,14 @@ from tvm.target import Target
 
 from .cpu_common import (
     ScheduleRule,
+    has_preproc,
     blocks_of,
     is_reduction_block,
     num_cores,
     parallelize,
     vector_lanes,
 )
-from .cpu_rules_conv import PREPROC_ATTR, Conv2dNCHW
+from .cpu_rules_conv import Conv2dNCHW
 from .cpu_rules_rowwise import RowWise
 
 logger = logging.getLogger(__name__)
@@ -165,7 +166,8 @@ def schedule_module(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     mod = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
     for gv, func in updates.items():
         mod[gv] = func
-    if any(PREPROC_ATTR in f.script() for f in updates.values()):
+    # (all kernels: co-tuned or tuned ones may carry a repack too)
+    if any(isinstance(f, tirx.PrimFunc) and has_preproc(f) for _, f in mod.functions_items()):
         # Move the weight repacks into their own PrimFuncs and evaluate them at compile
         # time when the weights are constants (they are after FoldConstant).
         with target:

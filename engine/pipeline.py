@@ -84,6 +84,8 @@ class CompileContext:
     executable: object = None
     ran_on: str = ""  # the device kind ("cpu", "cuda") or "host emulation"
     notes: list[str] = field(default_factory=list)
+    # decision id -> co-tuned layout of its fused kernel (engine.tuning.cotune_plan)
+    fusion_layouts: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Co-tuning a fused parallel group: the horizontal-fusion harness and the joint search."""
+"""Co-tuning a fused parallel group: the layouts of engine.parallel's CPU fusion and the joint search."""
 
 import numpy as np
 import pytest
@@ -8,8 +8,9 @@ from tvm.s_tir import meta_schedule as ms
 from engine.pipeline import CompileOptions, Stage
 from engine.session import Session
 from engine.targets import get_target
+from engine.parallel.codegen_cpu import CpuLayout
+from engine.parallel.tir_util import count
 from engine.tuning.cotune import Group, GroupConfig, cotune, tune_separately_then_fuse
-from engine.tuning.hfuse import strip_preproc
 from tests.conftest import SAMPLES
 
 PAIR = ("fused_conv2d1_add1_relu1", "fused_conv2d2_add1_relu1")  # fire: expand1x1, expand3x3
@@ -18,7 +19,7 @@ PAIR = ("fused_conv2d1_add1_relu1", "fused_conv2d2_add1_relu1")  # fire: expand1
 @pytest.fixture(scope="module")
 def group():
     result = Session(str(SAMPLES / "fire_module.onnx")).compile(CompileOptions(stop_after=Stage.FUSE))
-    return Group([result.module[n] for n in PAIR], get_target("llvm").target(None))
+    return Group([result.module[n] for n in PAIR], get_target("llvm").target(None), list(PAIR))
 
 
 def _run(func, arrays):
@@ -34,19 +35,22 @@ def test_knob_space_starts_with_the_default_tile(group):
     assert len(group.variants[0]) > 4
 
 
-@pytest.mark.parametrize("knobs,chunks", [((0, 0), (None, None)), ((3, 2), (1, 7)), ((0, 5), (2, None))])
-def test_fused_kernel_computes_both_members(group, knobs, chunks):
-    """None: the member keeps one chunk per iteration of its own parallel loop."""
-    chunks = tuple(c or group.extents[m][k] for m, (k, c) in enumerate(zip(knobs, chunks)))
-    cfg = GroupConfig(knobs, chunks)
-    members = [strip_preproc(group.variants[m][k][1]) for m, k in enumerate(knobs)]
+@pytest.mark.parametrize("knobs,layout", [
+    ((0, 0), CpuLayout(True, 2)),
+    ((3, 2), CpuLayout(True, 0)),
+    ((0, 5), CpuLayout(False, 0, (2, 7))),  # member 0 in 2 chunks, member 1 in 7
+    ((1, 1), CpuLayout(False, 0, (1000, 1))),  # shares above a member's chunks are clamped
+])
+def test_fused_kernel_computes_both_members(group, knobs, layout):
+    members = [group.member(m, k) for m, k in enumerate(knobs)]
     rng = np.random.default_rng(0)
     inputs = [[rng.standard_normal([int(s) for s in a.shape]).astype("float32")
                for a in ms.arg_info.ArgInfo.from_prim_func(f)] for f in members]
     alone = [_run(f, arrays)[-1] for f, arrays in zip(members, inputs)]
-    fused = _run(group.fused(cfg), inputs[0] + inputs[1])
-    n_a = len(inputs[0])
-    np.testing.assert_array_equal(fused[n_a - 1], alone[0])
+    # fused parameters: all members' inputs, then all members' outputs
+    ins = inputs[0][:-1] + inputs[1][:-1]
+    fused = _run(group.fused(GroupConfig(knobs, layout)), ins + [inputs[0][-1], inputs[1][-1]])
+    np.testing.assert_array_equal(fused[-2], alone[0])
     np.testing.assert_array_equal(fused[-1], alone[1])
 
 
@@ -62,4 +66,16 @@ def test_cotune_and_baseline_respect_the_budget(group):
     calls.clear()
     alone = tune_separately_then_fuse(group, trials=6, measure=fake_measure)
     assert len(calls) <= 6 + 1  # 3 per member + the fused winner
-    assert alone.config.chunks == tuple(group.extents[m][k] for m, k in enumerate(alone.config.knobs))
+    assert alone.config.layout == group.default_layout()
+
+
+def test_cotune_finds_the_layout_a_cost_model_prefers(group):
+    """With a cost that only a contiguous layout with regrouped chunks minimises, the joint
+    search must find it (the separately-tuned baseline never varies the layout)."""
+    def cost(func):
+        regrouped = count(func.body, tvm.tirx.For, lambda f: f.loop_var.name.endswith("_r"))
+        return 1.0 - 0.5 * (regrouped > 0) - 0.01 * count(func.body, tvm.tirx.For,
+                                                          lambda f: f.kind == tvm.tirx.ForKind.PARALLEL)
+
+    joint = cotune(group, trials=40, measure=cost)
+    assert not joint.config.layout.sliced

@@ -46,12 +46,15 @@ def compile_cmd(args) -> int:
     session = session_from_args(args)
     applier = fusion_applier(session, args)
     options = CompileOptions(target=args.target, arch=args.arch, runs=args.runs, rtol=args.rtol,
-                             atol=args.atol, seed=args.seed, apply_plan=applier, tune=tune_hook(args, _progress))
+                             atol=args.atol, seed=args.seed, apply_plan=applier,
+                             tune=tune_hook(args, _progress, applier.plan if applier else None))
     out_dir = Path(args.out or f"out/{session.model.name}-{args.target}")
     result = session.compile(options, progress=_progress)
     data = report_data(result, session.graph)
     if applier is not None and applier.outcome is not None:
         data["fusion"] = fusion_report(applier)
+    if options.tune is not None and options.tune.cotuned:
+        data["cotuning"] = [r.to_json() for r in options.tune.cotuned]
     written = []
     if not args.no_export:
         written.append(export_library(result, out_dir))

@@ -133,7 +133,8 @@ class PlanApplier:
         if any(c is None for c in calls):
             raise BlockwiseError(f"{d.id}: a member was already fused by another decision")
         funcs = [c.args[0].name_hint for c in calls]
-        prim = codegen_for(ctx.spec.name).fuse([mod[f] for f in funcs], funcs, ctx.target)
+        prim = codegen_for(ctx.spec.name).fuse([mod[f] for f in funcs], funcs, ctx.target,
+                                               ctx.fusion_layouts.get(d.id))
         name = f"hfused_{d.id}"
         new, _ = replace_with_fused(mod, members, prim, name)
         return new, name

@@ -18,10 +18,25 @@ class HorizontalCodegen:
     target: str
     chunk_name: str  # what a member's unit of parallel work is called
     member: Callable[[tirx.PrimFunc, str], object]  # .chunks, .stages; raises FusionUnsupported
-    fuse: Callable[[list, list, tvm.target.Target], tirx.PrimFunc]
+    # (funcs, names, target, layout) -> fused PrimFunc; layout: None for the target's default,
+    # else a co-tuned one (engine.tuning.cotune; llvm only so far)
+    fuse: Callable[[list, list, tvm.target.Target, object], tirx.PrimFunc]
+    default_layout: Callable[[tvm.target.Target], object] = lambda target: None
 
 
-def _fuse_gpu(funcs, names, target):
+def _cpu_default_layout(target) -> codegen_cpu.CpuLayout:
+    # One slice of every member per core: measured on inception_v1 (2 cores) 16/18 fused
+    # kernels faster than their members' sum, against 1/18 with one slice per member chunk.
+    return codegen_cpu.CpuLayout(sliced=True, tasks=num_cores(target))
+
+
+def _fuse_cpu(funcs, names, target, layout=None):
+    return codegen_cpu.fuse_cpu(funcs, names, layout or _cpu_default_layout(target))
+
+
+def _fuse_gpu(funcs, names, target, layout=None):
+    if layout is not None:
+        raise CompileError("co-tuned layouts of fused kernels are implemented for llvm only")
     attrs = target.attrs if target is not None else {}
     return codegen_gpu.fuse_gpu(funcs, names,
                                 max_shared_bytes=int(attrs.get("max_shared_memory_per_block", 49152)),
@@ -29,11 +44,8 @@ def _fuse_gpu(funcs, names, target):
 
 
 CODEGENS = {
-    # One slice of every member per core: measured on inception_v1 (2 cores) 16/18 fused
-    # kernels faster than their members' sum, against 1/18 with one slice per member chunk.
-    "llvm": HorizontalCodegen("llvm", "parallel chunks", codegen_cpu.cpu_member,
-                              lambda funcs, names, target: codegen_cpu.fuse_cpu(
-                                  funcs, names, tasks=num_cores(target))),
+    "llvm": HorizontalCodegen("llvm", "parallel chunks", codegen_cpu.cpu_member, _fuse_cpu,
+                              _cpu_default_layout),
     "cuda": HorizontalCodegen("cuda", "thread blocks", codegen_gpu.gpu_member, _fuse_gpu),
 }
 

@@ -7,9 +7,11 @@ takes the last s phases); the end of a parallel loop is the barrier between a me
 stages. In a phase the members' parallel loops become one `T.parallel` loop, either
 contiguous (member i's n_i iterations are the range [o_i, o_i + n_i) of a loop of
 sum n_i, selected by `if` dispatch) or sliced (default: iteration w of a loop of
-P = max n_i runs iterations [w*n_i/P, (w+1)*n_i/P) of every member i). The fused
-PrimFunc takes all members' inputs, then all members' outputs (`call_tir` with a tuple
-output).
+P = max n_i runs iterations [w*n_i/P, (w+1)*n_i/P) of every member i). How the chunks
+share the loop is a `CpuLayout`, the knob co-tuning searches (engine.tuning.cotune): in
+contiguous mode member i may be regrouped into k_i < n_i chunks (its share of the loop).
+The fused PrimFunc takes all members' inputs, then all members' outputs (`call_tir` with
+a tuple output).
 """
 
 from __future__ import annotations
@@ -20,6 +22,26 @@ from tvm import tirx
 
 from engine.parallel.tir_util import (FusionUnsupported, RootParts, count, dispatch, fresh_copy,
                                       fused_func, root_parts, substitute)
+
+
+@dataclass(frozen=True)
+class CpuLayout:
+    """How members share the fused parallel loop.
+
+    sliced: every fused iteration runs a proportional slice of every member (the runtime's
+    static split then gives each core the same share of each member); `tasks` > 0 caps the
+    loop at that many iterations (e.g. the core count). Contiguous (sliced=False): member i
+    owns a range of the loop, `shares[i]` chunks of it (None: one chunk per iteration of its
+    own parallel loop), so the shares decide how its work lands on the cores."""
+
+    sliced: bool = True
+    tasks: int = 0
+    shares: tuple[int, ...] | None = None
+
+    def describe(self) -> str:
+        if self.sliced:
+            return f"sliced, {self.tasks or 'max'} tasks"
+        return "contiguous, shares " + ("natural" if self.shares is None else "/".join(map(str, self.shares)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,7 +96,7 @@ def _local(st: CpuStage, index) -> tirx.Stmt:
     return substitute(st.body, {st.loop_var.__chandle__(): index})
 
 
-def _phase_sliced(members: list[tuple[CpuMember, CpuStage]], fv: tirx.Var, tasks: int) -> tirx.Stmt:
+def _phase_sliced(members: list[tuple[int, CpuStage]], fv: tirx.Var, tasks: int) -> tirx.Stmt:
     """Fused iteration w runs slice [w*n_i/P, (w+1)*n_i/P) of every member i (P = max n_i):
     the runtime's static split of the parallel loop then gives every core the same share
     of every member, whatever their per-chunk costs."""
@@ -97,38 +119,49 @@ def _phase_sliced(members: list[tuple[CpuMember, CpuStage]], fv: tirx.Var, tasks
     return tirx.For(fv, i64(0), i64(n_iter), tirx.ForKind.PARALLEL, body)
 
 
-def _phase(members: list[tuple[CpuMember, CpuStage]], fv: tirx.Var, sliced: bool,
-           tasks: int) -> tirx.Stmt:
+def _regrouped(st: CpuStage, j, k: int) -> tirx.Stmt:
+    """Chunk j of k of the stage: its iterations [j*n/k, (j+1)*n/k), serially."""
+    i64 = lambda v: tirx.const(v, "int64")
+    lo = j * i64(st.chunks) // i64(k)
+    hi = (j + i64(1)) * i64(st.chunks) // i64(k)
+    r = tirx.Var(f"{st.loop_var.name}_r", "int64")
+    return tirx.For(r, i64(0), hi - lo, tirx.ForKind.SERIAL, _local(st, lo + r))
+
+
+def _phase(members: list[tuple[int, CpuStage]], fv: tirx.Var, layout: CpuLayout) -> tirx.Stmt:
     if len(members) == 1 and members[0][1].loop_var is None:
         return members[0][1].body
-    if sliced:
-        return _phase_sliced(members, fv, tasks)
+    if layout.sliced:
+        return _phase_sliced(members, fv, layout.tasks)
     ranges, bodies, start = [], [], 0
-    for _, st in members:
-        if st.loop_var is not None:
-            bodies.append(_local(st, fv - tirx.const(start, "int64")))
-        else:
+    for m, st in members:
+        k = st.chunks
+        if layout.shares is not None and st.loop_var is not None:
+            k = max(1, min(layout.shares[m], st.chunks))
+        local = fv - tirx.const(start, "int64")
+        if st.loop_var is None:
             bodies.append(st.body)
-        ranges.append((start, start + st.chunks))
-        start += st.chunks
+        elif k == st.chunks:
+            bodies.append(_local(st, local))
+        else:
+            bodies.append(_regrouped(st, local, k))
+        ranges.append((start, start + k))
+        start += k
     return tirx.For(fv, tirx.const(0, "int64"), tirx.const(start, "int64"), tirx.ForKind.PARALLEL,
                     dispatch(fv, ranges, bodies))
 
 
-def fuse_cpu(funcs: list[tirx.PrimFunc], names: list[str], sliced: bool = True,
-             tasks: int = 0) -> tirx.PrimFunc:
-    """One PrimFunc running every member's chunks, phase by phase (see module doc).
-    `sliced=False`: member i owns the contiguous range [o_i, o_i + n_i) of the fused loop
-    (`if` dispatch); `sliced=True` (default): every fused iteration runs a proportional
-    slice of every member, which balances the runtime's static split across cores.
-    `tasks` > 0 caps the fused loop at that many iterations (e.g. the core count: each
-    core then runs one contiguous slice of every member, member after member)."""
+def fuse_cpu(funcs: list[tirx.PrimFunc], names: list[str], layout: CpuLayout = CpuLayout()) -> tirx.PrimFunc:
+    """One PrimFunc running every member's chunks, phase by phase, shared as `layout` says
+    (see CpuLayout and the module doc)."""
+    if layout.shares is not None and len(layout.shares) != len(funcs):
+        raise ValueError(f"{len(layout.shares)} shares for {len(funcs)} members")
     members = [cpu_member(fresh_copy(f), n) for f, n in zip(funcs, names)]
     n_phases = max(len(m.stages) for m in members)
     phases = []
     for p in range(n_phases):
-        active = [(m, m.stages[p - (n_phases - len(m.stages))]) for m in members
+        active = [(i, m.stages[p - (n_phases - len(m.stages))]) for i, m in enumerate(members)
                   if p >= n_phases - len(m.stages)]
-        phases.append(_phase(active, tirx.Var(f"fused_p{p}", "int64"), sliced, tasks))
+        phases.append(_phase(active, tirx.Var(f"fused_p{p}", "int64"), layout))
     body = phases[0] if len(phases) == 1 else tirx.SeqStmt(phases)
     return fused_func([m.parts for m in members], body, funcs[0])

@@ -1,15 +1,17 @@
-"""Co-tuning of a fused parallel group: the members' schedule knobs and their chunk counts,
-searched jointly on the measured time of the fused kernel.
+"""Co-tuning of a fused parallel group (Magneto): the members' schedule knobs and the way
+they share the fused kernel's parallel loop, searched jointly on the fused kernel's time.
 
-    report = compare_cotuning([f_expand1x1, f_expand3x3], target, trials=48)
-    report.cotuned.seconds, report.separate.seconds  # same total trial budget
+    group = Group(unscheduled_member_funcs, target)
+    joint = cotune(group, trials=24)                    # searched on the fused kernel
+    alone = tune_separately_then_fuse(group, trials=24) # baseline, same budget
+    report = compare_cotuning(group, trials=24)         # both, then re-measured side by side
 
-`cotune` searches (knobs of every member, chunks of every member) with a small
-evolutionary search (random points, then one-knob mutations of the best) and measures the
-fused kernel (engine.tuning.hfuse) for every point. `tune_separately_then_fuse` is the
-baseline: each member tunes its knobs alone on its own time with an equal share of the
-budget, then the winners are fused keeping their own parallel loops (one chunk per
-iteration), as a horizontal fusion of separately tuned kernels would.
+The fused kernel is engine.parallel's own CPU code generator (`fuse_cpu`), the one the
+compile pipeline applies, so a co-tuned configuration is exactly what a compile builds.
+A point of the joint space is one knob variant per member (engine.tuning.knobs: the conv
+register tile) and a `CpuLayout`: sliced over T tasks, or contiguous with a share of
+chunks per member. The baseline tunes each member's knobs on its own time (an equal part
+of the budget), then fuses the winners with the pipeline's default layout.
 """
 
 from __future__ import annotations
@@ -17,31 +19,37 @@ from __future__ import annotations
 import random
 import statistics
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable
 
 import numpy as np
 import tvm
-from tvm import tirx
+from tvm import s_tir, tirx
 from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
-from engine.tuning.hfuse import fuse_parallel, parallel_extent, strip_preproc
+from engine.cpu_common import has_preproc, num_cores
+from engine.parallel.codegen_cpu import CpuLayout, cpu_member, fuse_cpu
 from engine.tuning.knobs import member_variants
+
+Measure = Callable[[tirx.PrimFunc], float]
+SHARE_STEPS = (1, 2, 4, 8, 16)  # contiguous shares, in units of the core count; plus "natural"
 
 
 @dataclass(frozen=True)
 class GroupConfig:
-    """One point of the joint space: per member, a knob index and a chunk count."""
+    """One point of the joint space: a knob variant index per member and the layout."""
 
     knobs: tuple[int, ...]
-    chunks: tuple[int, ...]
+    layout: CpuLayout
 
 
 @dataclass(frozen=True)
 class CotuneResult:
     config: GroupConfig
-    knobs: tuple[tuple, ...]  # the knob values per member (e.g. (ft, xt))
-    seconds: float  # measured time of the fused kernel
-    trials: int  # kernels measured by the search
+    knobs: tuple[tuple, ...]  # the knob values per member, e.g. (ft, xt) or ("default",)
+    seconds: float  # measured time of the fused kernel during the search
+    trials: int  # kernels measured
     history: tuple[float, ...] = field(repr=False, default=())
 
 
@@ -49,7 +57,7 @@ class CotuneResult:
 class CotuneReport:
     cotuned: CotuneResult
     separate: CotuneResult
-    cotuned_s: float  # both re-measured side by side, interleaved
+    cotuned_s: float  # both winners re-measured side by side, interleaved (median)
     separate_s: float
 
     @property
@@ -57,29 +65,70 @@ class CotuneReport:
         return self.separate_s / self.cotuned_s
 
 
-class Group:
-    """The members' knob spaces and the fused kernel of any configuration."""
+def strip_preproc(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """The kernel without its weight repack: it takes the packed weight, as in a build (the
+    repack runs once at compile time). TVM's pass empties the repack block; its loop nest,
+    a parallel loop doing nothing, is dropped here so it is no stage of a fused kernel."""
+    func = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(tvm.IRModule({"main": func}))["main"]
+    root = func.body.block
+    stmts = list(root.body.seq) if isinstance(root.body, tirx.SeqStmt) else [root.body]
+    kept = [st for st in stmts if not has_preproc(st)]
+    if len(kept) == len(stmts):
+        return func
+    body = kept[0] if len(kept) == 1 else tirx.SeqStmt(kept)
+    new_root = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body,
+                            root.init, root.alloc_buffers, root.match_buffers, root.annotations)
+    return func.with_body(s_tir.SBlockRealize([], True, new_root))
 
-    def __init__(self, funcs: list[tirx.PrimFunc], target):
+
+
+class Group:
+    """The members' knob spaces, the layout space and the fused kernel of any point.
+
+    `scheduled[m]`, when given, is member m as the pipeline already scheduled it (e.g.
+    tuned alone by MetaSchedule): it becomes that member's first variant."""
+
+    def __init__(self, funcs: list[tirx.PrimFunc], target, names: list[str] | None = None,
+                 scheduled: list[tirx.PrimFunc | None] | None = None):
         self.target = target
-        self.variants = [member_variants(f, target) for f in funcs]
+        self.names = list(names or [f"m{i}" for i in range(len(funcs))])
+        scheduled = scheduled or [None] * len(funcs)
+        self.variants = []
+        for f, s in zip(funcs, scheduled):
+            v = member_variants(f, target)
+            self.variants.append(([(("as scheduled",), s)] if s is not None else []) + v)
         if any(not v for v in self.variants):
             raise ValueError("a member has no CPU schedule")
-        self.extents = [[parallel_extent(f) for _, f in v] for v in self.variants]
+        cores = num_cores(target)
+        tasks = sorted({cores * k for k in (1, 2, 4, 8)})
+        self.layouts = [CpuLayout(True, t) for t in tasks] + [CpuLayout(True, 0)]
+        self.shares = [cores * k for k in SHARE_STEPS] + [0]  # 0: natural (one chunk per iteration)
+        self._member = lru_cache(maxsize=None)(self._member_uncached)
 
-    def chunk_options(self, member: int, knob: int) -> list[int]:
-        e = self.extents[member][knob]
-        return [d for d in range(1, e + 1) if e % d == 0]
+    def _member_uncached(self, m: int, k: int) -> tirx.PrimFunc:
+        return strip_preproc(self.variants[m][k][1])
+
+    def member(self, m: int, k: int) -> tirx.PrimFunc:
+        """Member m's variant k, ready to fuse or time alone."""
+        return self._member(m, k)
+
+    def chunks(self, m: int, k: int) -> int:
+        return cpu_member(self.member(m, k), self.names[m]).chunks
 
     def fused(self, cfg: GroupConfig) -> tirx.PrimFunc:
-        return fuse_parallel([(self.variants[m][k][1], c) for m, (k, c) in enumerate(zip(cfg.knobs, cfg.chunks))])
+        funcs = [self.member(m, k) for m, k in enumerate(cfg.knobs)]
+        return fuse_cpu(funcs, self.names, cfg.layout)
 
-    def natural(self, knobs: tuple[int, ...]) -> GroupConfig:
-        """Each member keeps its own parallel loop: one chunk per iteration."""
-        return GroupConfig(knobs, tuple(self.extents[m][k] for m, k in enumerate(knobs)))
+    def default_layout(self) -> CpuLayout:
+        """What the pipeline's code generator uses when nothing was co-tuned."""
+        return CpuLayout(True, num_cores(self.target))
 
-    def default_knobs(self) -> tuple[int, ...]:
-        return tuple(0 for _ in self.variants)
+    def knob_values(self, cfg: GroupConfig) -> tuple[tuple, ...]:
+        return tuple(self.variants[m][k][0] for m, k in enumerate(cfg.knobs))
+
+    def scheduled_member(self, m: int, k: int) -> tirx.PrimFunc:
+        """Member m's variant k with its weight repack, for the pipeline's schedule stage."""
+        return self.variants[m][k][1]
 
 
 def time_kernel(func: tirx.PrimFunc, target, repeat: int = 5, min_repeat_ms: int = 20,
@@ -94,13 +143,14 @@ def time_kernel(func: tirx.PrimFunc, target, repeat: int = 5, min_repeat_ms: int
     return statistics.median(timer(*args).results)
 
 
-Measure = Callable[[tirx.PrimFunc], float]
-
-
 def _search(space: list[list[int]], trials: int, measure_point: Callable[[tuple], float],
-            start: tuple, rng: random.Random, neighbours: Callable[[tuple], list[tuple]]):
-    """Random points, then one-knob mutations of the best; returns (best, seconds, history)."""
+            start: tuple, rng: random.Random) -> tuple[tuple, float, tuple[float, ...]]:
+    """The start point, random points for half the budget, then one-knob mutations of the
+    three best; returns (best point, its seconds, all measured seconds)."""
     seen: dict[tuple, float] = {}
+    size = 1
+    for opts in space:
+        size *= len(opts)
 
     def visit(p):
         if p not in seen and len(seen) < trials:
@@ -108,58 +158,43 @@ def _search(space: list[list[int]], trials: int, measure_point: Callable[[tuple]
 
     visit(start)
     for _ in range(trials * 20):
-        if len(seen) >= min(trials // 2, _size(space)) or len(seen) >= trials:
+        if len(seen) >= min(trials // 2, size):
             break
         visit(tuple(rng.choice(opts) for opts in space))
     stall = 0
-    while len(seen) < trials and stall < 50:
+    while len(seen) < min(trials, size) and stall < 50:
         top = sorted(seen, key=seen.get)[:3]
-        cands = [n for p in top for n in neighbours(p) if n not in seen]
-        if not cands:
+        cands = [p[:i] + (p[i] + d,) + p[i + 1:] for p in top for i, opts in enumerate(space)
+                 for d in (-1, 1) if 0 <= p[i] + d < len(opts)]
+        cands = [c for c in cands if c not in seen]
+        if cands:
+            visit(rng.choice(cands))
+        else:
             stall += 1
             visit(tuple(rng.choice(opts) for opts in space))
-            continue
-        visit(rng.choice(cands))
     best = min(seen, key=seen.get)
     return best, seen[best], tuple(seen.values())
 
 
-def _size(space) -> int:
-    n = 1
-    for opts in space:
-        n *= len(opts)
-    return n
-
-
 def cotune(group: Group, trials: int, seed: int = 1, measure: Measure | None = None) -> CotuneResult:
-    """Jointly search knobs and chunk counts on the fused kernel's measured time."""
+    """Search every member's knobs and the layout jointly on the fused kernel's time."""
     measure = measure or (lambda f: time_kernel(f, group.target))
-    rng = random.Random(seed)
     n = len(group.variants)
-    # A point is (knob_0..knob_n-1, chunk-choice_0..) with chunk choices as indices into
-    # the divisors of the chosen variant's extent (clamped), so every point is valid.
+    n_sliced = len(group.layouts)
+    # point = (knob_0..knob_n-1, layout, share_0..share_n-1); layout index n_sliced means
+    # contiguous with the shares, the shares are ignored for sliced layouts.
+    space = ([list(range(len(v))) for v in group.variants] + [list(range(n_sliced + 1))]
+             + [list(range(len(group.shares)))] * n)
+
     def config(p) -> GroupConfig:
-        knobs = p[:n]
-        chunks = []
-        for m, k in enumerate(knobs):
-            opts = group.chunk_options(m, k)
-            chunks.append(opts[min(p[n + m], len(opts) - 1)])
-        return GroupConfig(tuple(knobs), tuple(chunks))
+        knobs = tuple(p[:n])
+        if p[n] < n_sliced:
+            return GroupConfig(knobs, group.layouts[p[n]])
+        shares = tuple(group.shares[s] or group.chunks(m, knobs[m]) for m, s in enumerate(p[n + 1:]))
+        return GroupConfig(knobs, CpuLayout(False, 0, shares))
 
-    max_div = max(len(group.chunk_options(m, k)) for m in range(n) for k in range(len(group.variants[m])))
-    space = [list(range(len(v))) for v in group.variants] + [list(range(max_div))] * n
-    natural = group.natural(group.default_knobs())
-    start = tuple(natural.knobs) + tuple(group.chunk_options(m, k).index(c)
-                                         for m, (k, c) in enumerate(zip(natural.knobs, natural.chunks)))
-
-    def neighbours(p):
-        out = []
-        for i, opts in enumerate(space):
-            for d in (-1, 1):
-                if 0 <= p[i] + d < len(opts):
-                    out.append(p[:i] + (p[i] + d,) + p[i + 1:])
-        return out
-
+    default = group.default_layout()
+    start = (0,) * n + (group.layouts.index(default),) + (0,) * n
     cache: dict[GroupConfig, float] = {}
 
     def measure_point(p):
@@ -168,50 +203,40 @@ def cotune(group: Group, trials: int, seed: int = 1, measure: Measure | None = N
             cache[cfg] = measure(group.fused(cfg))
         return cache[cfg]
 
-    best, seconds, history = _search(space, trials, measure_point, start, rng, neighbours)
+    best, seconds, history = _search(space, trials, measure_point, start, random.Random(seed))
     cfg = config(best)
-    return CotuneResult(cfg, _knob_values(group, cfg), seconds, len(cache), history)
+    return CotuneResult(cfg, group.knob_values(cfg), seconds, len(cache), history)
 
 
 def tune_separately_then_fuse(group: Group, trials: int, seed: int = 1,
                               measure: Measure | None = None) -> CotuneResult:
-    """Baseline: each member tunes its knobs alone (trials / members each), then fuse."""
+    """Baseline: each member tunes its knobs on its own time (trials / members each), then
+    the winners are fused with the pipeline's default layout."""
     measure = measure or (lambda f: time_kernel(f, group.target))
     rng = random.Random(seed)
-    n = len(group.variants)
-    share = max(1, trials // n)
+    share = max(1, trials // len(group.variants))
     knobs, history = [], []
     for m, variants in enumerate(group.variants):
-        space = [list(range(len(variants)))]
-
-        def measure_point(p, variants=variants):
-            return measure(strip_preproc(variants[p[0]][1]))
-
-        def neighbours(p, size=len(variants)):
-            return [(p[0] + d,) for d in (-1, 1) if 0 <= p[0] + d < size]
-
-        best, _, hist = _search(space, share, measure_point, (0,), rng, neighbours)
+        best, _, hist = _search([list(range(len(variants)))], share,
+                                lambda p, m=m: measure(group.member(m, p[0])), (0,), rng)
         knobs.append(best[0])
         history += hist
-    cfg = group.natural(tuple(knobs))
+    cfg = GroupConfig(tuple(knobs), group.default_layout())
     seconds = measure(group.fused(cfg))
-    return CotuneResult(cfg, _knob_values(group, cfg), seconds, len(history) + 1, tuple(history))
+    return CotuneResult(cfg, group.knob_values(cfg), seconds, len(history) + 1, tuple(history))
 
 
-def compare_cotuning(funcs: list[tirx.PrimFunc], target, trials: int, seed: int = 1,
-                     rounds: int = 5) -> CotuneReport:
-    """Co-tune vs tune-separately-then-fuse with the same budget; the two winners are then
-    re-measured side by side, alternating, `rounds` times (median)."""
-    group = Group(funcs, target)
-    joint = cotune(group, trials, seed)
-    alone = tune_separately_then_fuse(group, trials, seed)
+def compare_cotuning(group: Group, trials: int, seed: int = 1, rounds: int = 5,
+                     measure: Measure | None = None) -> CotuneReport:
+    """Co-tune and the baseline with the same budget; the two winners are then re-measured
+    side by side, alternating, `rounds` times (median): the search's own figures are
+    single noisy samples."""
+    measure = measure or (lambda f: time_kernel(f, group.target))
+    joint = cotune(group, trials, seed, measure)
+    alone = tune_separately_then_fuse(group, trials, seed, measure)
     a, b = group.fused(joint.config), group.fused(alone.config)
     ta, tb = [], []
     for _ in range(rounds):
-        ta.append(time_kernel(a, target))
-        tb.append(time_kernel(b, target))
+        ta.append(measure(a))
+        tb.append(measure(b))
     return CotuneReport(joint, alone, statistics.median(ta), statistics.median(tb))
-
-
-def _knob_values(group: Group, cfg: GroupConfig) -> tuple[tuple, ...]:
-    return tuple(group.variants[m][k][0] for m, k in enumerate(cfg.knobs))

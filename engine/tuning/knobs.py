@@ -1,4 +1,4 @@
-"""A small explicit knob space over our default CPU schedules, for co-tuning.
+"""A small explicit knob space over our default CPU schedules, for tuning and co-tuning.
 
 `member_variants(func, target)` lists (knobs, scheduled PrimFunc) pairs: for NCHW conv2d
 the register tile (ft output channels x xt output columns) of engine.cpu_rules_conv's

@@ -27,6 +27,7 @@ from tvm import relax, tirx
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
+from engine.errors import BlockwiseError
 from engine.tuning.builder import import_intrinsics, local_builder
 from engine.tuning.database import Choice, KernelRecord, TuneStore, workload_key
 from engine.tuning.measure import CountingRunner, RpcEndpoint, make_runner, measure_modules
@@ -42,6 +43,7 @@ class TuneOptions:
     trials_per_kernel: int = MIN_TRIALS_PER_KERNEL  # a tuned kernel gets at least this many
     trials_per_round: int = 16  # candidates per builder/runner batch
     seed: int = 1
+    cotune_trials: int = 0  # > 0: co-tune each approved decision of `plan` (llvm), per method
 
 
 @dataclass(frozen=True)
@@ -67,10 +69,12 @@ class TuneReport:
 class KernelTuner:
     """The `tune` hook of CompileOptions; `report` holds the last compile's TuneReport."""
 
-    def __init__(self, options: TuneOptions, progress: Callable | None = None):
+    def __init__(self, options: TuneOptions, progress: Callable | None = None, plan=None):
         self.options = options
         self.progress = progress or (lambda event: None)
+        self.plan = plan  # the fusion plan whose approved decisions are co-tuned
         self.report: TuneReport | None = None
+        self.cotuned: list = []  # CotuneRecord per co-tuned decision
 
     def __call__(self, mod: tvm.IRModule, ctx) -> tvm.IRModule:
         store = TuneStore.for_model(ctx.model.name, ctx.spec.name, self.options.db_root)
@@ -81,9 +85,19 @@ class KernelTuner:
 
             self.progress(StageEvent(Stage.SCHEDULE, "progress", time.perf_counter() - start, message))
 
+        unscheduled = mod
         mod, self.report = tune_module(mod, ctx.target, _default_scheduler(ctx.spec), store,
                                        self.options, emit)
-        ctx.notes.extend(self.report.notes())
+        if self.options.trials > 0:
+            ctx.notes.extend(self.report.notes())
+        if self.options.cotune_trials > 0 and self.plan is not None:
+            if ctx.spec.name != "llvm":
+                raise BlockwiseError(f"co-tuning is implemented for llvm only, not {ctx.spec.name}")
+            from engine.tuning.cotune_plan import cotune_plan  # pylint: disable=import-outside-toplevel
+
+            mod, self.cotuned = cotune_plan(mod, unscheduled, ctx, self.plan, self.options.cotune_trials,
+                                            store, emit)
+            ctx.notes.extend(r.note() for r in self.cotuned)
         return mod
 
 
@@ -107,8 +121,8 @@ def tune_module(mod: tvm.IRModule, target, default_schedule: Callable, store: Tu
     builder = local_builder()
     db = store.database()
 
-    # 1. The default schedule of each new workload, measured once.
-    new = [w for w in workloads if w.key not in records]
+    # 1. The default schedule of each new workload, measured once (to rank them).
+    new = [w for w in workloads if w.key not in records] if options.trials > 0 else []
     if new:
         emit(f"measuring the default schedule of {len(new)} kernels")
         defaults = [default_schedule(w.mod, target) for w in new]
@@ -121,7 +135,8 @@ def tune_module(mod: tvm.IRModule, target, default_schedule: Callable, store: Tu
     # 2. The budget goes to the kernels with most default time.
     per_kernel = max(options.trials_per_kernel, 1)
     n_tuned = max(1, options.trials // per_kernel)
-    ranked = sorted(workloads, key=lambda w: -(records[w.key].default_s or 1.0) * w.calls)
+    ranked = sorted((w for w in workloads if w.key in records),
+                    key=lambda w: -(records[w.key].default_s or 1.0) * w.calls)
     chosen = ranked[:n_tuned] if options.trials > 0 else []
     budget = options.trials // max(len(chosen), 1)
     todo = [w for w in chosen if records[w.key].trials < budget]
@@ -146,7 +161,7 @@ def tune_module(mod: tvm.IRModule, target, default_schedule: Callable, store: Tu
     # 4. Tuned kernels replace the default schedule.
     updates = {}
     for w in workloads:
-        if records[w.key].choice is Choice.TUNED:
+        if w.key in records and records[w.key].choice is Choice.TUNED:
             sch = _query(db, w, target)
             if sch is not None:
                 for gv in w.gvars:
@@ -155,7 +170,8 @@ def tune_module(mod: tvm.IRModule, target, default_schedule: Callable, store: Tu
         mod = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
         for gv, func in updates.items():
             mod[gv] = func
-    report = TuneReport(str(store.path), tuple(records[w.key] for w in workloads), runner.count, reused)
+    report = TuneReport(str(store.path), tuple(records[w.key] for w in workloads if w.key in records),
+                        runner.count, reused)
     return mod, report
 
 

@@ -1,0 +1,148 @@
+"""Co-tuning inside a compile: every approved horizontal decision of the fusion plan is
+co-tuned in the schedule stage, before the plan is applied.
+
+For each decision (llvm): the members' knobs and the fused layout are searched jointly
+(engine.tuning.cotune), the baseline (members tuned alone, fused with the default layout)
+gets the same budget, both winners are re-measured side by side and the faster one is
+kept: its member schedules go into the module (the schedule stage then prepacks their
+weights as for any kernel) and its layout into `ctx.fusion_layouts`, which the plan
+applier hands to the code generator. Results are stored beside the kernel records and
+replayed by a later compile without measuring.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, replace
+from typing import Callable
+
+import tvm
+from tvm import tirx
+
+from engine.errors import BlockwiseError
+from engine.parallel.codegen_cpu import CpuLayout
+from engine.tuning.cotune import Group, GroupConfig, compare_cotuning
+from engine.tuning.database import TuneStore, workload_key
+
+
+@dataclass(frozen=True)
+class CotuneRecord:
+    """One decision's co-tuning, as stored and reported."""
+
+    decision: str
+    members: tuple[str, ...]
+    knobs: tuple[tuple, ...]  # kept configuration: knob values per member
+    layout: CpuLayout
+    cotuned_ms: float
+    separate_ms: float  # members tuned alone, fused with the default layout (same budget)
+    trials: int  # per method
+    kept: str  # "co-tuned" or "separately tuned"
+
+    @property
+    def speedup(self) -> float:
+        return self.separate_ms / self.cotuned_ms
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["layout"] = asdict(self.layout)
+        data["speedup_vs_separate"] = self.speedup
+        return data
+
+    @staticmethod
+    def from_json(data: dict) -> "CotuneRecord":
+        layout = data["layout"]
+        shares = tuple(layout["shares"]) if layout["shares"] is not None else None
+        return CotuneRecord(data["decision"], tuple(data["members"]), tuple(tuple(k) for k in data["knobs"]),
+                            CpuLayout(layout["sliced"], layout["tasks"], shares), data["cotuned_ms"],
+                            data["separate_ms"], data["trials"], data["kept"])
+
+    def note(self) -> str:
+        return (f"co-tuning {self.decision}: co-tuned {self.cotuned_ms:.3f} ms vs separately tuned then "
+                f"fused {self.separate_ms:.3f} ms ({self.speedup:.2f}x, {self.trials} trials each); "
+                f"kept {self.kept}: {self.layout.describe()}, knobs {list(self.knobs)}")
+
+
+def cotune_plan(mod: tvm.IRModule, unscheduled: tvm.IRModule, ctx, plan, trials: int, store: TuneStore,
+                emit: Callable[[str], None]) -> tuple[tvm.IRModule, list[CotuneRecord]]:
+    """Co-tune the plan's approved decisions; returns the module with the kept member
+    schedules and the records (ctx.fusion_layouts is filled)."""
+    saved = _load(store)
+    records = []
+    for d in plan.approved():
+        names = [ctx.kernels[k].func for k in d.kernels]
+        funcs = [unscheduled[n] for n in names]
+        current = [mod[n] if _is_scheduled(mod[n]) else None for n in names]
+        try:
+            group = Group(funcs, ctx.target, names, current)
+            group.fused(GroupConfig((0,) * len(names), group.default_layout()))
+        except (BlockwiseError, ValueError) as err:
+            emit(f"co-tuning {d.id}: skipped ({str(err).splitlines()[0][:120]})")
+            continue
+        key = _key(funcs, trials)
+        rec = saved.get(key)
+        cfg = _config(group, rec) if rec is not None else None
+        if cfg is None:
+            emit(f"co-tuning {d.id}: {len(names)} members, {trials} trials for each method")
+            rep = compare_cotuning(group, trials)
+            joint = rep.cotuned_s <= rep.separate_s
+            cfg = rep.cotuned.config if joint else rep.separate.config
+            rec = CotuneRecord(d.id, tuple(names), group.knob_values(cfg), cfg.layout, rep.cotuned_s * 1e3,
+                               rep.separate_s * 1e3, trials, "co-tuned" if joint else "separately tuned")
+            saved[key] = rec
+            _save(store, saved)
+        rec = replace(rec, decision=d.id, members=tuple(names))
+        emit(rec.note())
+        records.append(rec)
+        for m, k in enumerate(cfg.knobs):
+            if group.variants[m][k][0] != ("as scheduled",):
+                mod = _with(mod, names[m], group.scheduled_member(m, k))
+        ctx.fusion_layouts[d.id] = cfg.layout
+    return mod, records
+
+
+def _config(group: Group, rec: CotuneRecord) -> GroupConfig | None:
+    """The stored configuration on this group's variants (None if a knob no longer exists)."""
+    knobs = []
+    for m, values in enumerate(rec.knobs):
+        found = [k for k, (v, _) in enumerate(group.variants[m]) if tuple(v) == tuple(values)]
+        if not found:
+            return None
+        knobs.append(found[0])
+    return GroupConfig(tuple(knobs), rec.layout)
+
+
+def _with(mod: tvm.IRModule, name: str, func: tirx.PrimFunc) -> tvm.IRModule:
+    mod = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    gv = mod.get_global_var(name)
+    symbol = mod[gv].attrs.get("global_symbol", None) if mod[gv].attrs is not None else None
+    func = func.with_attr("global_symbol", symbol) if symbol else func.without_attr("global_symbol")
+    mod[gv] = func.with_attr("tirx.is_scheduled", True)
+    return mod
+
+
+def _is_scheduled(func) -> bool:
+    return isinstance(func, tirx.PrimFunc) and bool(func.attrs is not None
+                                                    and func.attrs.get("tirx.is_scheduled", False))
+
+
+def _key(funcs, trials: int) -> str:
+    parts = [workload_key(tvm.IRModule({"main": f.with_attr("global_symbol", "main")})) for f in funcs]
+    return f"{'+'.join(parts)}@{trials}"
+
+
+def _path(store: TuneStore):
+    return store.path / "cotuning.json"
+
+
+def _load(store: TuneStore) -> dict[str, CotuneRecord]:
+    path = _path(store)
+    if not path.exists():
+        return {}
+    return {k: CotuneRecord.from_json(v) for k, v in json.loads(path.read_text()).items()}
+
+
+def _save(store: TuneStore, records: dict[str, CotuneRecord]) -> None:
+    store.path.mkdir(parents=True, exist_ok=True)
+    tmp = _path(store).with_suffix(".tmp")
+    tmp.write_text(json.dumps({k: r.to_json() for k, r in sorted(records.items())}, indent=1))
+    tmp.replace(_path(store))
