@@ -105,3 +105,37 @@ def test_second_run_reuses_the_database(tuned_matmul):
     assert tvm_ffi.structural_equal(first_mod[name], second_mod[name])
     if first.records[0].choice is Choice.TUNED:
         assert first_mod[name].attrs["tirx.is_scheduled"]
+
+
+def test_pick_measures_the_template_knob_points_and_replays_them():
+    """A conv workload without a MetaSchedule result: the default and every other register
+    tile of the conv rule are measured side by side, the fastest is recorded, and its
+    schedule is rebuilt from the recorded knobs and computes what the default computes."""
+    from engine.tuning.database import KernelRecord
+    from engine.tuning.measure import CountingRunner, make_runner
+    from engine.tuning.builder import local_builder
+    from engine.tuning.knobs import template_points
+    from engine.tuning.tuner import _pick, _template
+
+    target = get_target("llvm").target(None)
+    mod = Session(str(SAMPLES / "fire_module.onnx")).compile(CompileOptions(stop_after=Stage.FUSE)).module
+    (w,) = [w for w in _workloads(mod) if w.gvars[0].name_hint == "fused_conv2d2_add1_relu1"]
+    runner = CountingRunner(make_runner())
+    points = template_points(w.mod["main"], target)
+    record = _pick(w, KernelRecord(w.key, "expand3x3", None), None, _default_scheduler(get_target("llvm")),
+                   target, local_builder(), runner, budget=0)
+    assert runner.count == len(points)  # the default + the other tiles
+    assert record.choice in (Choice.DEFAULT, Choice.TEMPLATE) and record.tuned_s <= record.default_s
+    knobs = record.knobs or points[1][0]
+    func = _template(w.mod["main"], target, knobs)
+    default = _default_scheduler(get_target("llvm"))(w.mod, target)["main"]
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal([int(s) for s in p.shape]).astype("float32")
+            for p in tvm.s_tir.meta_schedule.arg_info.ArgInfo.from_prim_func(w.mod["main"])]
+    outs = []
+    for f in (default, func):
+        ex = tvm.compile(tvm.IRModule({"main": f.with_attr("global_symbol", "main")}), target=target)
+        tensors = [tvm.runtime.tensor(a) for a in args]
+        ex.mod["main"](*tensors)
+        outs.append(tensors[-1].numpy())
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5)

@@ -25,7 +25,8 @@ DEFAULT_ROOT = Path(".blockwise/tune")
 
 
 class Choice(str, enum.Enum):
-    TUNED = "tuned"  # the tuner's best schedule measured faster than the default
+    TUNED = "tuned"  # MetaSchedule's best schedule measured fastest
+    TEMPLATE = "template"  # a point of our default rule's knob space (engine.tuning.knobs) measured fastest
     DEFAULT = "default"  # the default schedule measured faster (or the tuner found nothing valid)
     NOT_TUNED = "not tuned"  # outside the trial budget: only the default was measured
 
@@ -40,6 +41,7 @@ class KernelRecord:
     tuned_s: float | None = None
     trials: int = 0
     choice: Choice = Choice.NOT_TUNED
+    knobs: tuple | None = None  # the template knobs when choice is TEMPLATE
 
     @property
     def speedup(self) -> float | None:
@@ -75,7 +77,9 @@ class TuneStore:
         if not self._choices_path.exists():
             return {}
         raw = json.loads(self._choices_path.read_text())
-        return {k: KernelRecord(**{**v, "choice": Choice(v["choice"])}) for k, v in raw.items()}
+        return {k: KernelRecord(**{**v, "choice": Choice(v["choice"]),
+                                   "knobs": tuple(v["knobs"]) if v.get("knobs") is not None else None})
+                for k, v in raw.items()}
 
     def save_records(self, records: dict[str, KernelRecord]) -> None:
         self.path.mkdir(parents=True, exist_ok=True)

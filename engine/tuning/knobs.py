@@ -52,3 +52,18 @@ def member_variants(func: tirx.PrimFunc, target) -> list[tuple[tuple, tirx.PrimF
         default = schedule_func(func, target)
         return [(("default",), default)] if default is not None else []
     return [((ft, xt), schedule_conv(func, target, ft, xt)) for ft, xt in conv_tiles(*shape)]
+
+
+def template_points(func: tirx.PrimFunc, target) -> list[tuple[tuple, tirx.PrimFunc]]:
+    """member_variants for the per-kernel tuner ([] when the kernel has no CPU schedule)."""
+    try:
+        return member_variants(func, target)
+    except Exception:  # pylint: disable=broad-except
+        return []  # a tile the rule refuses: the kernel keeps the other candidates
+
+
+def schedule_knobs(func: tirx.PrimFunc, target, knobs: tuple) -> tirx.PrimFunc | None:
+    """The template schedule of `func` at `knobs` (as recorded by the tuner), or None."""
+    if len(knobs) == 2 and all(isinstance(k, int) for k in knobs):
+        return schedule_conv(func, target, *knobs)
+    return None
