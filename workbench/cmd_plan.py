@@ -1,4 +1,4 @@
-"""`workbench plan`: detect parallel structure and propose a horizontal-fusion plan."""
+"""`workbench plan`: detect parallel structure and one-to-one block maps; propose a fusion plan."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from workbench.session_args import session_from_args
 
 
 def register(sub, model_cmd) -> None:
-    p = model_cmd("plan", "detect parallel operators and propose horizontal fusion decisions")
+    p = model_cmd("plan", "propose fusion decisions: parallel operators (horizontal) and one-to-one "
+                  "block maps (block-level vertical)")
     p.add_argument("--target", default="llvm", choices=["llvm", "cuda"], help="code generation target")
     p.add_argument("--arch", help="target architecture: llvm -mcpu name or cuda sm_XX / tag")
     p.add_argument("--out", metavar="FILE", help="write the plan (JSON) here, for compile --plan")
@@ -45,14 +46,18 @@ def print_plan(plan, groups) -> None:
         print(f"  {g.describe()}")
     for d in plan.decisions:
         ev, gain = d.evidence, d.gain
-        print(f"\n{d.id:<4} {d.kind.value:<13} {d.status.value:<9} stage {d.stage}  fork {ev.fork}"
-              f"{'  heterogeneous' if ev.heterogeneous else ''}")
+        where = f"edge {ev.fork}" if ev.link else f"stage {d.stage}  fork {ev.fork}"
+        print(f"\n{d.id:<4} {d.kind.value:<13} {d.status.value:<9} {where}"
+              f"{'  heterogeneous' if ev.heterogeneous and not ev.link else ''}")
         for m in d.members:
             print(f"       k{m.kernel:<3} {', '.join(m.labels)[:44]:<44} {m.signature[:22]:<22} "
                   f"{'x'.join(map(str, m.out_shape)):<14} {m.flops / 1e6:>8.2f} MFLOP  {m.chunks:>5} chunks")
-        print(f"     legal: no path {ev.no_path}, no member reads another {ev.no_member_reads_another}, "
-              f"inputs ready after k{ev.launch_after}, first consumer k{ev.first_consumer}"
-              f"{' (reorders independent kernels)' if ev.reorder_needed else ''}")
+        if ev.link:
+            print(f"     legal: {ev.link.describe()}; no other path joins them")
+        else:
+            print(f"     legal: no path {ev.no_path}, no member reads another {ev.no_member_reads_another}, "
+                  f"inputs ready after k{ev.launch_after}, first consumer k{ev.first_consumer}"
+                  f"{' (reorders independent kernels)' if ev.reorder_needed else ''}")
         print(f"     gain (estimate): {gain.launches_saved} launches and {gain.parallel_regions_saved} "
               f"parallel regions saved, utilisation {gain.utilisation_before:.0%} -> "
               f"{gain.utilisation_after:.0%}, ~{gain.estimated_us:.1f} us")

@@ -9,7 +9,7 @@ Per kernel edge, the map consumer block -> producer blocks comes from the fast m
 are not provably exact. See facts.py for the result types.
 """
 
-from .analysis import BlockDepsError, analyze_edge, analyze_model, kernel_grids
+from .analysis import BlockDepsError, analyze_edge, analyze_edges, analyze_model, kernel_grids
 from .block_map import DEFAULT_FEW_BOUND, classify
 from .dot import block_graph_dot
 from .facts import (AccessKind, BlockAxis, BlockRegion, EarlyStart, EdgeBlockMap, EdgeClass, GridDim,
@@ -19,7 +19,7 @@ from .regions import block_regions
 from .resolve import resolve_edge, resolve_kernel
 
 __all__ = [
-    "analyze_model", "analyze_edge", "kernel_grids", "block_regions", "block_dependency_graph",
+    "analyze_model", "analyze_edge", "analyze_edges", "kernel_grids", "block_regions", "block_dependency_graph",
     "block_graph_dot", "resolve_edge", "resolve_kernel", "classify", "chain_groups", "kernel_dag",
     "BlockDepsError", "DEFAULT_FEW_BOUND", "AccessKind", "BlockAxis", "BlockRegion", "EarlyStart",
     "EdgeBlockMap", "EdgeClass", "GridDim", "KernelGrid", "KernelRef", "Method", "ModelBlockDeps",

@@ -119,6 +119,22 @@ def analyze_edge(scheduled, producer: int, consumer: int, method: Method = Metho
     raise BlockDepsError(f"no edge from kernel #{producer} to kernel #{consumer}")
 
 
+def analyze_edges(scheduled, keep: Callable[[KernelRef, KernelRef], bool], method: Method = Method.AUTO,
+                  few_bound: int = DEFAULT_FEW_BOUND) -> tuple[EdgeBlockMap, ...]:
+    """The block maps of the kernel edges (producer, consumer) that `keep` accepts; edges
+    whose kernels the analysis cannot read are left out."""
+    prep = _Prepared(scheduled)
+    owner_cache: dict = {}
+    out = []
+    for edge in prep.edges:
+        if keep(edge.producer, edge.consumer):
+            try:
+                out.append(_build(edge, method, few_bound, owner_cache))
+            except BlockDepsError:
+                continue
+    return tuple(out)
+
+
 def kernel_grids(scheduled) -> tuple[KernelGrid, ...]:
     """The grid of every launch of `main`, in launch order."""
     return _Prepared(scheduled).grids

@@ -25,7 +25,7 @@ from engine.kernels import KernelCall
 from engine.parallel.apply_measure import measure_effect
 from engine.parallel.codegen import codegen_for
 from engine.parallel.kernel_graph import call_args, is_call_tir, key, main_bindings
-from engine.parallel.plan import FusionDecision, FusionPlan, validate_plan
+from engine.parallel.plan import DecisionKind, FusionDecision, FusionPlan, validate_plan
 from engine.parallel.relax_rewrite import call_of, member_vars, replace_with_fused
 
 
@@ -133,9 +133,13 @@ class PlanApplier:
         if any(c is None for c in calls):
             raise BlockwiseError(f"{d.id}: a member was already fused by another decision")
         funcs = [c.args[0].name_hint for c in calls]
-        prim = codegen_for(ctx.spec.name).fuse([mod[f] for f in funcs], funcs, ctx.target,
-                                               ctx.fusion_layouts.get(d.id))
-        name = f"hfused_{d.id}"
+        codegen = codegen_for(ctx.spec.name)
+        if d.kind is DecisionKind.VERTICAL_BLOCK:
+            prim = codegen.vertical(mod[funcs[0]], mod[funcs[1]], funcs, d.evidence.link)
+            name = f"vfused_{d.id}"
+        else:
+            prim = codegen.fuse([mod[f] for f in funcs], funcs, ctx.target, ctx.fusion_layouts.get(d.id))
+            name = f"hfused_{d.id}"
         new, _ = replace_with_fused(mod, members, prim, name)
         return new, name
 

@@ -1,4 +1,4 @@
-"""Per-target horizontal code generation: a few attributes per target, no copied paths."""
+"""Per-target fusion code generation (horizontal, block-level vertical): a few attributes per target, no copied paths."""
 
 from __future__ import annotations
 
@@ -22,6 +22,13 @@ class HorizontalCodegen:
     # else a co-tuned one (engine.tuning.cotune; llvm only so far)
     fuse: Callable[[list, list, tvm.target.Target, object], tirx.PrimFunc]
     default_layout: Callable[[tvm.target.Target], object] = lambda target: None
+    # (producer, consumer, names, plan.BlockLink) -> fused PrimFunc; None: not for this target
+    fuse_vertical: Callable[[tirx.PrimFunc, tirx.PrimFunc, list, object], tirx.PrimFunc] | None = None
+
+    def vertical(self, producer, consumer, names, link) -> tirx.PrimFunc:
+        if self.fuse_vertical is None:
+            raise CompileError(f"block-level vertical fusion is implemented for llvm only, not {self.target}")
+        return self.fuse_vertical(producer, consumer, names, link)
 
 
 def _cpu_default_layout(target) -> codegen_cpu.CpuLayout:
@@ -45,7 +52,7 @@ def _fuse_gpu(funcs, names, target, layout=None):
 
 CODEGENS = {
     "llvm": HorizontalCodegen("llvm", "parallel chunks", codegen_cpu.cpu_member, _fuse_cpu,
-                              _cpu_default_layout),
+                              _cpu_default_layout, codegen_cpu.fuse_vertical_cpu),
     "cuda": HorizontalCodegen("cuda", "thread blocks", codegen_gpu.gpu_member, _fuse_gpu),
 }
 

@@ -11,13 +11,15 @@ P = max n_i runs iterations [w*n_i/P, (w+1)*n_i/P) of every member i). How the c
 share the loop is a `CpuLayout`, the knob co-tuning searches (engine.tuning.cotune): in
 contiguous mode member i may be regrouped into k_i < n_i chunks (its share of the loop).
 The fused PrimFunc takes all members' inputs, then all members' outputs (`call_tir` with
-a tuple output).
+a tuple output). `fuse_vertical_cpu` is the block-level vertical fusion of a producer and
+a consumer whose block map is one-to-one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import tvm_ffi
 from tvm import tirx
 
 from engine.parallel.tir_util import (FusionUnsupported, RootParts, count, dispatch, fresh_copy,
@@ -165,3 +167,38 @@ def fuse_cpu(funcs: list[tirx.PrimFunc], names: list[str], layout: CpuLayout = C
         phases.append(_phase(active, tirx.Var(f"fused_p{p}", "int64"), layout))
     body = phases[0] if len(phases) == 1 else tirx.SeqStmt(phases)
     return fused_func([m.parts for m in members], body, funcs[0])
+
+
+def fuse_vertical_cpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str], link) -> tirx.PrimFunc:
+    """Block-level vertical fusion (BlockDepend): one parallel loop over the producer's
+    blocks; iteration b runs producer block b, then the consumer blocks that read only it
+    (`link`, a plan.BlockLink), so each consumer block reads data its own core just wrote.
+    The fused kernel takes the producer's inputs, the consumer's other inputs, then writes
+    both outputs (the producer's may have other readers)."""
+    p = cpu_member(fresh_copy(producer), names[0])
+    c = cpu_member(fresh_copy(consumer), names[1])
+    for m, name in ((p, names[0]), (c, names[1])):
+        if len(m.stages) != 1 or m.stages[0].loop_var is None:
+            raise FusionUnsupported(f"{name}: block-level vertical fusion needs exactly one parallel loop "
+                                    f"(found {len(m.stages)} stages)")
+    ps, cs = p.stages[0], c.stages[0]
+    if (ps.chunks, cs.chunks) != (link.producer_blocks, link.consumer_blocks):
+        raise FusionUnsupported(f"block counts {ps.chunks}/{cs.chunks} differ from the plan's "
+                                f"{link.producer_blocks}/{link.consumer_blocks}: the kernels changed")
+    if cs.chunks != ps.chunks * link.per_producer:
+        raise FusionUnsupported("consumer blocks are not producer blocks x per-producer")
+    inter = c.parts.inputs[link.consumer_param]
+    if not tvm_ffi.structural_equal(inter.ty, p.parts.output.ty):
+        raise FusionUnsupported(f"{names[1]} reads the producer's output with another shape (a view)")
+    c_stage = CpuStage(cs.loop_var, cs.chunks, substitute(cs.body, {inter.__chandle__(): p.parts.output}))
+    c_parts = replace(c.parts, inputs=tuple(x for i, x in enumerate(c.parts.inputs) if i != link.consumer_param))
+    i64 = lambda v: tirx.const(v, "int64")
+    b = tirx.Var("fused_b", "int64")
+    if link.per_producer == 1:
+        tail = _local(c_stage, b)
+    else:
+        k = tirx.Var("fused_k", "int64")
+        index = b * i64(link.per_producer) + k if link.pattern == "contiguous" else b + k * i64(ps.chunks)
+        tail = tirx.For(k, i64(0), i64(link.per_producer), tirx.ForKind.SERIAL, _local(c_stage, index))
+    loop = tirx.For(b, i64(0), i64(ps.chunks), tirx.ForKind.PARALLEL, tirx.SeqStmt([_local(ps, b), tail]))
+    return fused_func([p.parts, c_parts], loop, producer)

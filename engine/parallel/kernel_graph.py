@@ -41,6 +41,15 @@ def key(var) -> int:
     return var.__chandle__()
 
 
+def alias_roots(bindings) -> dict[int, int]:
+    """key of every Var-to-Var alias (`lv = lv1`, chains included) -> key of the Var it names."""
+    roots: dict[int, int] = {}
+    for b in bindings:
+        if isinstance(b.value, relax.Var):
+            roots[key(b.var)] = roots.get(key(b.value), key(b.value))
+    return roots
+
+
 @dataclass(frozen=True, eq=False)
 class KernelGraph:
     """Kernels and their producer -> consumer edges; `inputs_of[k]` names the values

@@ -25,7 +25,7 @@ DecisionId = NewType("DecisionId", str)
 class DecisionKind(str, enum.Enum):
     HORIZONTAL = "horizontal"  # kernels reading the same fork value, one launch
     BRANCH_STAGE = "branch-stage"  # the s-th kernels of parallel branches (different inputs)
-    VERTICAL_BLOCK = "block-level vertical"  # producer->consumer at block level: not proposed yet
+    VERTICAL_BLOCK = "block-level vertical"  # producer->consumer whose block map is one-to-one
 
 
 class DecisionStatus(str, enum.Enum):
@@ -60,6 +60,27 @@ class Gain:
 
 
 @dataclass(frozen=True)
+class BlockLink:
+    """Why a producer->consumer pair can run block by block (engine.blockdeps): every consumer
+    block reads exactly one producer block, and producer block b's consumers are
+    b*per + k (contiguous) or b + k*producer_blocks (strided), k < per."""
+
+    edge_class: str  # "one-to-one"
+    method: str  # the block-dependency method that produced the map
+    producer_blocks: int
+    consumer_blocks: int
+    per_producer: int
+    pattern: str  # "contiguous" | "strided"
+    consumer_param: int  # the consumer's parameter that reads the producer's output
+
+    def describe(self) -> str:
+        where = "b*{0}+k".format(self.per_producer) if self.pattern == "contiguous" else \
+            "b+k*{0}".format(self.producer_blocks)
+        return (f"{self.edge_class} block map ({self.method}): {self.producer_blocks} producer blocks, "
+                f"consumer blocks {where} (k<{self.per_producer}) read producer block b")
+
+
+@dataclass(frozen=True)
 class Evidence:
     fork: str  # the value the group forks from
     branches: tuple[tuple[int, ...], ...]  # kernel indices of the group's branches
@@ -70,6 +91,7 @@ class Evidence:
     reorder_needed: bool
     heterogeneous: bool
     dropped: tuple[str, ...] = ()  # members left out, with the reason
+    link: BlockLink | None = None  # block-level vertical decisions: the block map behind them
 
 
 @dataclass(frozen=True)
@@ -167,7 +189,10 @@ def _tuple(x):
 def _decision_from(d: dict) -> FusionDecision:
     members = tuple(MemberRef(**{k: _tuple(v) for k, v in m.items()}) for m in d["members"])
     gain = Gain(**{k: _tuple(v) for k, v in d["gain"].items()})
-    evidence = Evidence(**{k: _tuple(v) for k, v in d["evidence"].items()})
+    ev = dict(d["evidence"])
+    link = ev.pop("link", None)
+    evidence = Evidence(**{k: _tuple(v) for k, v in ev.items()},
+                        link=BlockLink(**link) if link is not None else None)
     return FusionDecision(DecisionId(d["id"]), DecisionKind(d["kind"]), int(d["stage"]), members,
                           gain, evidence, DecisionStatus(d["status"]), d.get("reason", ""))
 

@@ -1,4 +1,5 @@
-"""Propose a fusion plan: detected parallel groups -> one decision per stage.
+"""Propose a fusion plan: detected parallel groups -> one decision per stage, then the
+block-level vertical pairs (engine.parallel.vertical).
 
 Nothing here changes IR. A decision is proposed when its stage is legal and the target's
 code generator accepts at least two members; members it cannot fuse are dropped with
@@ -17,6 +18,7 @@ from engine.parallel.kernel_graph import KernelGraph, kernel_graph
 from engine.parallel.plan import (DecisionId, DecisionKind, DecisionStatus, Evidence, FusionDecision,
                                   FusionPlan, MemberRef, kernel_fingerprint)
 from engine.parallel.tir_util import FusionUnsupported
+from engine.parallel.vertical import propose_vertical
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,6 +58,8 @@ def propose(session, target: str = "llvm", arch: str | None = None) -> Proposal:
     for group in groups:
         for stage in group.stages:
             decisions.append(_decision(f"d{len(decisions)}", group, stage, fit, model))
+    decisions += propose_vertical(scheduled, session.graph, kg, codegen,
+                                  lambda k: fit(k)[0] > 0 and fit(k)[1] == 1, len(decisions), model)
     plan = FusionPlan(session.model.name, target, kernel_fingerprint(kernels), tuple(decisions))
     return Proposal(groups, plan, kg)
 

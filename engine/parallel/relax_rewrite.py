@@ -16,7 +16,7 @@ import heapq
 import tvm
 from tvm import relax, tirx
 
-from engine.parallel.kernel_graph import call_args, is_call_tir, key, main_bindings
+from engine.parallel.kernel_graph import alias_roots, call_args, is_call_tir, key, main_bindings
 from engine.parallel.tir_util import FusionUnsupported
 
 
@@ -55,7 +55,13 @@ def replace_with_fused(mod: tvm.IRModule, members: list[relax.Var], fused: tirx.
     bb = relax.BlockBuilder(mod)
     gv = bb.add_func(fused, name)
     mod = bb.get()
-    call = bb.normalize(relax.call_tir(gv, relax.Tuple([a for c in calls for a in call_args(c)]),
+    # A member reading another member's output (block-level vertical fusion) reads it inside
+    # the fused kernel: that argument is not passed.
+    inner = {key(v) for v in members}
+    roots = alias_roots(bindings)
+    args = [a for c in calls for a in call_args(c)
+            if not (isinstance(a, relax.Var) and roots.get(key(a), key(a)) in inner)]
+    call = bb.normalize(relax.call_tir(gv, relax.Tuple(args),
                                        [bindings[p].var.ty for p in member_pos]))
     var_cls = relax.DataflowVar if isinstance(block, relax.DataflowBlock) else relax.Var
     tuple_var = var_cls(name, call.ty)
@@ -73,7 +79,7 @@ def replace_with_fused(mod: tvm.IRModule, members: list[relax.Var], fused: tirx.
     prio[FUSED] = min(member_pos)
     deps: dict[int, set[int]] = {}
     for n in nodes:
-        values = calls if n == FUSED else [bindings[n].value]
+        values = args if n == FUSED else [bindings[n].value]
         deps[n] = {node_of[key(v)] for val in values for v in relax.analysis.free_vars(val)
                    if key(v) in node_of} - {n}
     users: dict[int, list[int]] = {n: [] for n in nodes}

@@ -21,6 +21,7 @@ from tvm import tirx
 
 from engine.errors import BlockwiseError
 from engine.parallel.codegen_cpu import CpuLayout
+from engine.parallel.plan import DecisionKind
 from engine.tuning.cotune import Group, GroupConfig, compare_cotuning
 from engine.tuning.database import TuneStore, workload_key
 
@@ -69,6 +70,8 @@ def cotune_plan(mod: tvm.IRModule, unscheduled: tvm.IRModule, ctx, plan, trials:
     saved = _load(store)
     records = []
     for d in plan.approved():
+        if d.kind is DecisionKind.VERTICAL_BLOCK:
+            continue  # co-tuning is for horizontal groups
         names = [ctx.kernels[k].func for k in d.kernels]
         funcs = [unscheduled[n] for n in names]
         current = [mod[n] if _is_scheduled(mod[n]) else None for n in names]

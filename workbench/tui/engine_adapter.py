@@ -161,13 +161,16 @@ def _plan_state(engine_plan, path: str, note: str) -> PlanState:
 def _row(d, measured_ms: float | None = None, result: str = "") -> DecisionRow:
     ops = tuple(op for m in d.members for op in m.ops)
     ev = d.evidence
-    facts = [f"fork {ev.fork}", f"{len(ev.branches)} branches"]
-    if ev.heterogeneous:
-        facts.append("different ops")
-    facts.append("no path" if ev.no_path else "PATH between members")
-    if ev.reorder_needed:
-        facts.append("reorder needed")
-    facts.extend(f"dropped {x}" for x in ev.dropped)
+    if ev.link is not None:  # block-level vertical: the block map is the evidence
+        facts = [ev.fork, ev.link.describe()]
+    else:
+        facts = [f"fork {ev.fork}", f"{len(ev.branches)} branches"]
+        if ev.heterogeneous:
+            facts.append("different ops")
+        facts.append("no path" if ev.no_path else "PATH between members")
+        if ev.reorder_needed:
+            facts.append("reorder needed")
+        facts.extend(f"dropped {x}" for x in ev.dropped)
     members = ", ".join(f"{m.signature}×{m.chunks}" if m.chunks else m.signature for m in d.members)
     g = d.gain
     est = f"{g.estimated_us:.1f} µs, -{g.launches_saved} launch{'es' if g.launches_saved != 1 else ''}"

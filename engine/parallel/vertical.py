@@ -1,0 +1,87 @@
+"""Propose block-level vertical fusion (BlockDepend): producer -> consumer kernel pairs
+whose block map (engine.blockdeps) lets them run block by block in one launch.
+
+A pair is proposed when every consumer block reads exactly one producer block, the
+consumers of producer block b follow a regular pattern (b*r + k or b + k*P), both kernels
+are one parallel loop the target's code generator can fuse, the consumer reads the
+producer's output as it is (not a reshaped view), and no other dependency path joins them
+(the fused call then has a legal place). Nothing here changes IR.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from tvm import relax
+
+from engine.blockdeps import BlockDepsError, EdgeClass, Method, analyze_edges
+from engine.parallel.detection import member_info
+from engine.parallel.kernel_graph import KernelGraph, alias_roots, call_args, is_call_tir, key, main_bindings
+from engine.parallel.plan import (BlockLink, DecisionId, DecisionKind, Evidence, FusionDecision, Gain,
+                                  MemberRef)
+
+
+def block_link(edge, consumer_param: int) -> BlockLink | None:
+    """The regular one-to-one pattern of an EdgeBlockMap, or None."""
+    if edge.edge_class is not EdgeClass.ONE_TO_ONE or edge.via_view:
+        return None
+    n_p, n_c = edge.producer_grid.blocks, edge.consumer_grid.blocks
+    if not np.all(edge.fan_in == 1) or n_p < 1 or n_c % n_p:
+        return None
+    per = n_c // n_p
+    owner = edge.indices  # fan-in 1 everywhere: the producer block of each consumer block
+    c = np.arange(n_c)
+    for pattern, expect in (("contiguous", c // per), ("strided", c % n_p)):
+        if np.array_equal(owner, expect):
+            return BlockLink(edge.edge_class.value, edge.method.value, n_p, n_c, per, pattern, consumer_param)
+    return None
+
+
+def _consumer_param(mod, producer: int, consumer: int) -> int | None:
+    """The position of the producer's output among the consumer's arguments (None when it
+    is passed twice)."""
+    bindings = main_bindings(mod)
+    roots = alias_roots(bindings)
+    calls = [b for b in bindings if is_call_tir(b.value)]
+    pvar = calls[producer].var
+    hits = [i for i, a in enumerate(call_args(calls[consumer].value))
+            if isinstance(a, relax.Var) and roots.get(key(a), key(a)) == key(pvar)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, start: int,
+                     model) -> list[FusionDecision]:
+    """Decisions d{start}.. for every fusable one-to-one edge. `single_stage(k)`: kernel k is
+    one parallel loop the code generator accepts."""
+    if codegen.fuse_vertical is None:
+        return []
+
+    def keep(p, c) -> bool:
+        return single_stage(p.index) and single_stage(c.index) and not any(
+            q != p.index and kg.has_path(p.index, q) for q in kg.producers(c.index))
+
+    try:
+        edges = analyze_edges(scheduled, keep, Method.AUTO)
+    except BlockDepsError:
+        return []
+    decisions = []
+    for e in edges:
+        p, c = e.producer.index, e.consumer.index
+        param = _consumer_param(scheduled.module, p, c)
+        link = block_link(e, param) if param is not None else None
+        if link is None:
+            continue
+        infos = [member_info(graph, kg, k, lambda k: e.producer_grid.blocks if k == p else e.consumer_grid.blocks)
+                 for k in (p, c)]
+        members = tuple(MemberRef(m.kernel, m.func, m.ops, m.labels, m.signature, m.out_shape, m.flops, m.chunks)
+                        for m in infos)
+        gain = Gain(launches_saved=1, parallel_regions_saved=1, member_chunks=(link.producer_blocks,
+                    link.consumer_blocks), fused_chunks=link.producer_blocks,
+                    utilisation_before=1.0, utilisation_after=1.0, estimated_us=model.launch_us)
+        name = lambda m: m.labels[0] if m.labels else m.func
+        evidence = Evidence(f"{name(infos[0])} -> {name(infos[1])}", ((p,), (c,)), no_path=False,
+                            no_member_reads_another=False, launch_after=p, first_consumer=c,
+                            reorder_needed=c != p + 1, heterogeneous=infos[0].signature != infos[1].signature,
+                            link=link)
+        decisions.append(FusionDecision(DecisionId(f"d{start + len(decisions)}"), DecisionKind.VERTICAL_BLOCK,
+                                        0, members, gain, evidence))
+    return decisions
