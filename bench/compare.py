@@ -30,6 +30,9 @@ QUICK_MODELS = ["inception_block", "fire_module", "mha_block", "moe_block", "zoo
                 "zoo:densenet121"]
 
 
+VARIANT_ORDER = ["blockwise", "+parallel-fusion", "+block-fusion", "+both", "+cotuned"]
+
+
 @dataclass
 class Row:
     model: str
@@ -40,22 +43,35 @@ class Row:
     notes: list[str] = field(default_factory=list)
 
 
-def _variants(session):
+def _variants(session, cotune_trials: int):
     """This project's configurations: name -> CompileOptions factory, or a reason it is absent.
 
-    Block-level (vertical) fusion and co-tuning are not variants yet: the planner never
-    proposes block-level decisions, and co-tuning is measured per group in
-    bench/tuning_cotune.py, not end to end."""
+    parallel-fusion: the plan's horizontal decisions; block-fusion: its block-level vertical
+    ones; both: every decision (a vertical one overlapping an applied horizontal one is
+    rejected by code generation and reported); cotuned: parallel fusion with every group
+    co-tuned (`cotune_trials` per method; 0 leaves the variant out)."""
     from engine.parallel import propose
     from engine.parallel.apply import PlanApplier
+    from engine.parallel.plan import DecisionKind
     from engine.pipeline import CompileOptions
+    from engine.tuning import KernelTuner, TuneOptions
 
     variants: dict[str, object] = {"blockwise": lambda: CompileOptions(timing=False)}
-    plan = propose(session, "llvm").plan.with_approval("all")
-    if plan.decisions:
-        variants["blockwise+parallel-fusion"] = lambda: CompileOptions(timing=False, apply_plan=PlanApplier(plan))
-    else:
-        variants["blockwise+parallel-fusion"] = "no parallel group proposed"
+    plan = propose(session, "llvm").plan
+    vertical = [d.id for d in plan.decisions if d.kind is DecisionKind.VERTICAL_BLOCK]
+    horizontal = [d.id for d in plan.decisions if d.kind is not DecisionKind.VERTICAL_BLOCK]
+
+    def with_plan(ids, cotune=0):
+        approved = plan.with_approval(",".join(ids))
+        tune = KernelTuner(TuneOptions(trials=0, cotune_trials=cotune), plan=approved) if cotune else None
+        return lambda: CompileOptions(timing=False, apply_plan=PlanApplier(approved), tune=tune)
+
+    variants["+parallel-fusion"] = with_plan(horizontal) if horizontal else "no parallel group proposed"
+    variants["+block-fusion"] = with_plan(vertical) if vertical else "no one-to-one block map proposed"
+    variants["+both"] = with_plan(horizontal + vertical) if horizontal and vertical else \
+        "needs both kinds of decision"
+    if cotune_trials:
+        variants["+cotuned"] = with_plan(horizontal, cotune_trials) if horizontal else "no parallel group proposed"
     return variants
 
 
@@ -73,7 +89,7 @@ def _median_interleaved(fns: dict[str, object], runs: int, rounds: int = 5) -> d
     return samples
 
 
-def bench_model(spec: str, runs: int, stock_runs: int) -> Row:
+def bench_model(spec: str, runs: int, stock_runs: int, cotune_trials: int = 0) -> Row:
     import tvm
     from tvm import relax
 
@@ -95,7 +111,7 @@ def bench_model(spec: str, runs: int, stock_runs: int) -> Row:
     row.compile_s["onnxruntime"] = time.perf_counter() - t0
     fns["onnxruntime"] = lambda: sess.run(None, inputs)
 
-    for name, factory in _variants(session).items():
+    for name, factory in _variants(session, cotune_trials).items():
         if isinstance(factory, str):
             row.notes.append(f"{name}: not measured ({factory})")
             row.latency_ms[name] = None
@@ -142,7 +158,7 @@ def _geomean(values: list[float]) -> float | None:
 
 
 def summarise(rows: list[Row]) -> dict:
-    ours = [k for k in rows[0].latency_ms if k.startswith("blockwise")] if rows else []
+    ours = [k for k in rows[0].latency_ms if k not in ("onnxruntime", "stock-tvm")] if rows else []
     ratios: dict[str, dict[str, float | None]] = {}
     for variant in ours:
         for peer in ("onnxruntime", "stock-tvm"):
@@ -155,17 +171,17 @@ def summarise(rows: list[Row]) -> dict:
 def print_table(rows: list[Row], ratios: dict) -> None:
     peers = ["onnxruntime", "stock-tvm"]
     names = peers + [n for n in (rows[0].latency_ms if rows else {}) if n not in peers]
-    print(f"{'model':<18}" + "".join(f"{n:>26}" for n in names) + f"{'launches':>10}")
+    names = sorted(set().union(*(r.latency_ms for r in rows)), key=lambda n: (n not in peers, n != "blockwise",
+                                                                               VARIANT_ORDER.index(n) if n in VARIANT_ORDER else 9))
+    print(f"{'model':<16}" + "".join(f"{n:>23}" for n in names) + "  launches (base/par/blk/both)")
     for r in rows:
         cells = []
         for n in names:
             v = r.latency_ms.get(n)
-            cells.append(f"{v:>14.3f} ms" + (f" ({v / r.latency_ms['onnxruntime']:.2f}x)" if v and n != 'onnxruntime' else " " * 8)
-                         if v is not None else f"{'n/a':>26}")
-        launches = str(r.launches.get("blockwise", ""))
-        if r.launches.get("blockwise+parallel-fusion"):
-            launches += f"->{r.launches['blockwise+parallel-fusion']}"
-        print(f"{r.model:<18}" + "".join(f"{c:>26}" for c in cells) + f"{launches:>10}")
+            cells.append(f"{v:>11.3f} ms" + (f" ({v / r.latency_ms['onnxruntime']:.2f}x)" if v and n != 'onnxruntime' else " " * 8)
+                         if v is not None else f"{'n/a':>23}")
+        launches = "/".join(str(r.launches.get(k, "-")) for k in ("blockwise", "+parallel-fusion", "+block-fusion", "+both"))
+        print(f"{r.model:<16}" + "".join(f"{c:>23}" for c in cells) + f"  {launches}")
     print("\nlatency ratio (lower is better), geometric mean over models:")
     for variant, peers in ratios.items():
         parts = ", ".join(f"vs {p}: {v:.3f}x" for p, v in peers.items() if v)
@@ -181,6 +197,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="every model, few runs")
     ap.add_argument("--runs", type=int, default=None)
     ap.add_argument("--json", default="bench/results/compare.json")
+    ap.add_argument("--cotune-trials", type=int, default=None,
+                    help="co-tune every group, N trials per method (default: 8 on the sample models only "
+                         "in --quick, 8 everywhere otherwise; 0: off). The tuning store makes reruns fast.")
     args = ap.parse_args(argv)
     models = args.models or QUICK_MODELS
     runs = args.runs or (10 if args.quick else 30)
@@ -188,7 +207,9 @@ def main(argv=None) -> int:
     rows = []
     for spec in models:
         start = time.perf_counter()
-        rows.append(bench_model(spec, runs, stock_runs))
+        cotune = args.cotune_trials if args.cotune_trials is not None else (
+            0 if args.quick and spec.startswith("zoo:") else 8)
+        rows.append(bench_model(spec, runs, stock_runs, cotune))
         print(f"[{spec}] measured in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     ratios = summarise(rows)
     print_table(rows, ratios)
