@@ -1,6 +1,6 @@
 """End-to-end comparison against the peers, measured side by side in one run.
 
-    .venv/bin/python bench/compare.py --quick            # ~10 min on 2 cores
+    .venv/bin/python bench/compare.py --quick            # ~7 min on 2 cores
     .venv/bin/python bench/compare.py --models zoo:squeezenet --runs 30 --json out.json
 
 Per model: onnxruntime (CPU EP, all cores), stock TVM (the same TVM version's default
@@ -158,21 +158,25 @@ def _geomean(values: list[float]) -> float | None:
 
 
 def summarise(rows: list[Row]) -> dict:
-    ours = [k for k in rows[0].latency_ms if k not in ("onnxruntime", "stock-tvm")] if rows else []
-    ratios: dict[str, dict[str, float | None]] = {}
+    """Per variant of ours: geometric-mean latency ratio against each peer and against the
+    plain `blockwise` build, over the models where both were measured (n given)."""
+    ours = [k for k in VARIANT_ORDER if any(r.latency_ms.get(k) for r in rows)]
+    ratios: dict[str, dict[str, dict]] = {}
     for variant in ours:
-        for peer in ("onnxruntime", "stock-tvm"):
+        for peer in ("onnxruntime", "stock-tvm", "blockwise") + (("+parallel-fusion",) if variant == "+cotuned" else ()):
+            if peer == variant:
+                continue
             values = [r.latency_ms[variant] / r.latency_ms[peer] for r in rows
                       if r.latency_ms.get(variant) and r.latency_ms.get(peer)]
-            ratios.setdefault(variant, {})[peer] = _geomean(values)
+            ratios.setdefault(variant, {})[peer] = {"geomean": _geomean(values), "models": len(values)}
     return ratios
 
 
 def print_table(rows: list[Row], ratios: dict) -> None:
     peers = ["onnxruntime", "stock-tvm"]
     names = peers + [n for n in (rows[0].latency_ms if rows else {}) if n not in peers]
-    names = sorted(set().union(*(r.latency_ms for r in rows)), key=lambda n: (n not in peers, n != "blockwise",
-                                                                               VARIANT_ORDER.index(n) if n in VARIANT_ORDER else 9))
+    present = set().union(*(r.latency_ms for r in rows)) if rows else set()
+    names = [n for n in peers + VARIANT_ORDER if n in present]
     print(f"{'model':<16}" + "".join(f"{n:>23}" for n in names) + "  launches (base/par/blk/both)")
     for r in rows:
         cells = []
@@ -183,9 +187,10 @@ def print_table(rows: list[Row], ratios: dict) -> None:
         launches = "/".join(str(r.launches.get(k, "-")) for k in ("blockwise", "+parallel-fusion", "+block-fusion", "+both"))
         print(f"{r.model:<16}" + "".join(f"{c:>23}" for c in cells) + f"  {launches}")
     print("\nlatency ratio (lower is better), geometric mean over models:")
-    for variant, peers in ratios.items():
-        parts = ", ".join(f"vs {p}: {v:.3f}x" for p, v in peers.items() if v)
-        print(f"  {variant:<28} {parts}")
+    for variant, by_peer in ratios.items():
+        parts = ", ".join(f"vs {p}: {v['geomean']:.3f}x (n={v['models']})" for p, v in by_peer.items()
+                          if v["geomean"])
+        print(f"  {variant:<18} {parts}")
     for r in rows:
         for note in r.notes:
             print(f"  note [{r.model}] {note}")

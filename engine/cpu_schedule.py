@@ -62,6 +62,16 @@ class Matmul(ScheduleRule):
 
     name = "matmul"
 
+    def __init__(self, tile: tuple[int, int] | None = None):
+        self.tile = tile  # (it, jt) fixed instead of chosen: the tuner's knob space
+
+    @staticmethod
+    def tiles(n_i: int, n_j: int) -> list[tuple[int, int]]:
+        """Every (it, jt) this rule accepts, the one it picks by default first."""
+        its = [d for d in range(1, 5) if n_i % d == 0]
+        jts = [d for d in range(8, 65, 8) if n_j % d == 0]
+        return sorted(((i, j) for i in its for j in jts), key=lambda t: (-t[1], -t[0]))
+
     def apply(self, func, target):
         sch = s_tir.Schedule(func)
         reds = [b for b in blocks_of(sch) if is_reduction_block(sch, b)]
@@ -87,10 +97,10 @@ class Matmul(ScheduleRule):
         if len([b for b in blocks_of(sch) if b is not None]) > 2:
             return None
         n_i, n_j = (int(iv.dom.extent) for iv in stmt.iter_vars[-3:-1])
-        jt = max([d for d in range(8, 65, 8) if n_j % d == 0] or [1])
-        it = max(d for d in range(1, 5) if n_i % d == 0)
-        if jt == 1:
+        options = self.tiles(n_i, n_j)
+        if not options or (self.tile is not None and self.tile not in options):
             return None
+        it, jt = self.tile or options[0]
         loops = sch.get_loops(mm)
         *batch, i, j, k = loops
         io, ii = sch.split(i, [None, it])

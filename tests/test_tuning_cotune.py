@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 from tvm.s_tir import meta_schedule as ms
 
 from engine.pipeline import CompileOptions, Stage
@@ -79,3 +80,22 @@ def test_cotune_finds_the_layout_a_cost_model_prefers(group):
 
     joint = cotune(group, trials=40, measure=cost)
     assert not joint.config.layout.sliced
+
+
+def test_matmul_members_have_tile_knobs_and_the_default_first():
+    from engine.cpu_schedule import schedule_func
+    from engine.tuning.knobs import member_variants
+
+    mod = Session(str(SAMPLES / "mha_block.onnx")).compile(CompileOptions(stop_after=Stage.FUSE)).module
+    target = get_target("llvm").target(None)
+    variants = member_variants(mod["fused_matmul_add"], target)
+    assert len(variants) > 3 and all(k[0] == "mm" for k, _ in variants)
+    default = schedule_func(mod["fused_matmul_add"], target)
+    assert tvm_ffi.structural_equal(variants[0][1], default)
+
+
+def test_one_task_layout_is_serial(group):
+    fused = group.fused(GroupConfig((0, 0), CpuLayout(True, 1)))
+    kinds = []
+    tvm_ffi.structural_walk(fused.body, (tvm.tirx.For, lambda f: kinds.append(f.kind)), order="pre")
+    assert tvm.tirx.ForKind.PARALLEL not in kinds

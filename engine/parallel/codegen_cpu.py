@@ -32,7 +32,7 @@ class CpuLayout:
 
     sliced: every fused iteration runs a proportional slice of every member (the runtime's
     static split then gives each core the same share of each member); `tasks` > 0 caps the
-    loop at that many iterations (e.g. the core count). Contiguous (sliced=False): member i
+    loop at that many iterations (e.g. the core count; 1 runs the phase serially). Contiguous (sliced=False): member i
     owns a range of the loop, `shares[i]` chunks of it (None: one chunk per iteration of its
     own parallel loop), so the shares decide how its work lands on the cores."""
 
@@ -118,7 +118,10 @@ def _phase_sliced(members: list[tuple[int, CpuStage]], fv: tirx.Var, tasks: int)
             j = tirx.Var(f"{st.loop_var.name}_s", "int64")
             stmts.append(tirx.For(j, i64(0), hi - lo, tirx.ForKind.SERIAL, _local(st, lo + j)))
     body = stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
-    return tirx.For(fv, i64(0), i64(n_iter), tirx.ForKind.PARALLEL, body)
+    # one task: no thread-pool launch at all (tiny groups, where waking the pool costs more
+    # than the work)
+    kind = tirx.ForKind.PARALLEL if n_iter > 1 else tirx.ForKind.SERIAL
+    return tirx.For(fv, i64(0), i64(n_iter), kind, body)
 
 
 def _regrouped(st: CpuStage, j, k: int) -> tirx.Stmt:

@@ -100,7 +100,7 @@ class Group:
         if any(not v for v in self.variants):
             raise ValueError("a member has no CPU schedule")
         cores = num_cores(target)
-        tasks = sorted({cores * k for k in (1, 2, 4, 8)})
+        tasks = sorted({1} | {cores * k for k in (1, 2, 4, 8)})  # 1: serial, for tiny groups
         self.layouts = [CpuLayout(True, t) for t in tasks] + [CpuLayout(True, 0)]
         self.shares = [cores * k for k in SHARE_STEPS] + [0]  # 0: natural (one chunk per iteration)
         self._member = lru_cache(maxsize=None)(self._member_uncached)

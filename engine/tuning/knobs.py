@@ -1,10 +1,11 @@
 """A small explicit knob space over our default CPU schedules, for tuning and co-tuning.
 
-`member_variants(func, target)` lists (knobs, scheduled PrimFunc) pairs: for NCHW conv2d
-the register tile (ft output channels x xt output columns) of engine.cpu_rules_conv's
-micro-kernel; any other kernel has one variant, its default schedule. The conv schedule is
-the default rule with the tile fixed (the default picks the tile with
-most accumulators).
+`member_variants(func, target)` lists (knobs, scheduled PrimFunc) pairs, the default
+rule's choice first: for NCHW conv2d the register tile (ft output channels x xt output
+columns) of engine.cpu_rules_conv's micro-kernel, knobs (ft, xt); for matmul the register
+tile (it rows x jt columns) of engine.cpu_schedule.Matmul, knobs ("mm", it, jt), which
+also sets how many parallel chunks the kernel offers; any other kernel has one variant,
+its default schedule.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from tvm import s_tir, tirx
 
 from engine.cpu_common import blocks_of, is_reduction_block
 from engine.cpu_rules_conv import MAX_ACC_VECTORS, Conv2dNCHW
-from engine.cpu_schedule import schedule_func
+from engine.cpu_schedule import Matmul, schedule_func
 
 
 def _conv_shape(func) -> tuple[int, int] | None:
@@ -45,13 +46,33 @@ def schedule_conv(func: tirx.PrimFunc, target, ft: int, xt: int) -> tirx.PrimFun
     return sch.mod["main"].with_attr("tirx.is_scheduled", True)
 
 
+def _matmul_shape(func) -> tuple[int, int] | None:
+    """(rows, columns) when the Matmul rule schedules `func` (and the conv rule does not)."""
+    sch = s_tir.Schedule(func)
+    reds = [b for b in blocks_of(sch) if is_reduction_block(sch, b)]
+    if len(reds) != 1 or len(sch.get(reds[0]).iter_vars) < 3 or Matmul().apply(func, None) is None:
+        return None
+    n_i, n_j = (int(iv.dom.extent) for iv in sch.get(reds[0]).iter_vars[-3:-1])
+    return n_i, n_j
+
+
+def schedule_matmul(func: tirx.PrimFunc, target, it: int, jt: int) -> tirx.PrimFunc:
+    sch = Matmul(tile=(it, jt)).apply(func, target)
+    if sch is None:
+        raise ValueError(f"not a matmul the CPU matmul rule schedules with tile {it}x{jt}")
+    return sch.mod["main"].with_attr("tirx.is_scheduled", True)
+
+
 def member_variants(func: tirx.PrimFunc, target) -> list[tuple[tuple, tirx.PrimFunc]]:
     """(knobs, scheduled function) for every point of the member's knob space."""
     shape = _conv_shape(func)
-    if shape is None:
-        default = schedule_func(func, target)
-        return [(("default",), default)] if default is not None else []
-    return [((ft, xt), schedule_conv(func, target, ft, xt)) for ft, xt in conv_tiles(*shape)]
+    if shape is not None:
+        return [((ft, xt), schedule_conv(func, target, ft, xt)) for ft, xt in conv_tiles(*shape)]
+    mm = _matmul_shape(func)
+    if mm is not None:
+        return [(("mm", it, jt), schedule_matmul(func, target, it, jt)) for it, jt in Matmul.tiles(*mm)]
+    default = schedule_func(func, target)
+    return [(("default",), default)] if default is not None else []
 
 
 def template_points(func: tirx.PrimFunc, target) -> list[tuple[tuple, tirx.PrimFunc]]:
@@ -66,4 +87,6 @@ def schedule_knobs(func: tirx.PrimFunc, target, knobs: tuple) -> tirx.PrimFunc |
     """The template schedule of `func` at `knobs` (as recorded by the tuner), or None."""
     if len(knobs) == 2 and all(isinstance(k, int) for k in knobs):
         return schedule_conv(func, target, *knobs)
+    if len(knobs) == 3 and knobs[0] == "mm":
+        return schedule_matmul(func, target, int(knobs[1]), int(knobs[2]))
     return None
