@@ -64,6 +64,14 @@ def test_clusters_nest_and_partial_overlaps_are_dropped(graph):
     assert outer.x < inner.x and outer.y < inner.y  # the group box surrounds the kernel box
 
 
+def test_overlapping_clusters_keep_the_earlier_one(graph):
+    """The app lists built kernels first, then approved decisions: they win a conflict."""
+    a, b = ClusterSpec("a", ("n1", "n2")), ClusterSpec("b", ("n2", "n3"), "group")
+    ids = [n.id for n in graph.nodes]
+    assert [c.label for c in drawn_clusters([a, b], ids)] == ["a"]
+    assert [c.label for c in drawn_clusters([b, a], ids)] == ["b"]
+
+
 def test_search_by_name_op_and_shape(graph):
     assert search_graph(graph, "stem") == ["n0"]
     pools = search_graph(graph, "maxpool")

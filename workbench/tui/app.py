@@ -18,7 +18,7 @@ from workbench.tui import events
 from workbench.tui.blocks_view import BlockGridWidget, BlocksView
 from workbench.tui.compile_panel import CompilePanel
 from workbench.tui.engine_adapter import EngineAnalyses
-from workbench.tui.facts import (BlockDepsReport, PlanState, Unavailable, kernel_groups, measured_gains,
+from workbench.tui.facts import (BlockDepsReport, PlanState, Status, Unavailable, kernel_groups, measured_gains,
                                  op_times)
 from workbench.tui.fusion_table import FusionTable
 from workbench.tui.fusion_view import FusionPane
@@ -358,12 +358,15 @@ class WorkbenchApp(App):
     # --- derived views -----------------------------------------------------------------
 
     def _clusters(self) -> tuple[ClusterSpec, ...]:
+        """Kernels as built first, then approved, proposed and rejected decisions: where two
+        overlap without nesting, the earlier one is drawn."""
         groups = ()
         if isinstance(self.plan, PlanState):
-            groups = tuple(ClusterSpec(f"{r.id} {r.kind}", tuple(r.members), "group") for r in self.plan.rows
-                           if len(r.members) > 1)
+            rank = {Status.APPROVED: 0, Status.PROPOSED: 1, Status.REJECTED: 2}
+            rows = sorted((r for r in self.plan.rows if len(r.members) > 1), key=lambda r: rank.get(r.status, 3))
+            groups = tuple(ClusterSpec(f"{r.id} {r.kind}", tuple(r.members), "group") for r in rows)
         kernels = tuple(ClusterSpec(g.name, g.ops, "kernel") for g in kernel_groups(self.kernels))
-        return groups + kernels
+        return kernels + groups
 
     def _update_clusters(self) -> None:
         if self.graph is not None:

@@ -124,23 +124,24 @@ def _node_decl(node_id: str, text: tuple[str, ...]) -> str:
 
 
 def _cluster_tree(clusters: Sequence[ClusterSpec]) -> list[tuple[ClusterSpec, list]]:
-    """Nest clusters by containment; a cluster overlapping another without nesting is dropped
-    (a node can be in one cluster only)."""
+    """Nest clusters by containment, in the given order of priority: a cluster overlapping an
+    earlier one without nesting is dropped (a node can be in one cluster only)."""
     roots: list[tuple[ClusterSpec, list]] = []
-    ordered = sorted(clusters, key=lambda c: -len(set(c.members)))
 
     def insert(level: list, spec: ClusterSpec) -> bool:
         members = set(spec.members)
         for other, children in level:
-            others = set(other.members)
-            if members <= others:
+            if members <= set(other.members):
                 return insert(children, spec)
-            if members & others:
-                return False
-        level.append((spec, []))
+        inside = [item for item in level if set(item[0].members) <= members]
+        if any(set(o.members) & members for o, _ in level if (o, _) not in inside):
+            return False
+        for item in inside:
+            level.remove(item)
+        level.append((spec, inside))
         return True
 
-    for spec in ordered:
+    for spec in clusters:
         if len(spec.members) >= 1:
             insert(roots, spec)
     return roots
