@@ -56,6 +56,7 @@ def test_fire_squeeze_to_expand1x1_is_proposed(fire):
     assert (link.producer_blocks, link.consumer_blocks, link.per_producer, link.pattern) == (28, 56, 2, "strided")
     again = FusionPlan.from_json(plan.to_json())
     assert again == plan  # the link replays from JSON
+    assert "shares a kernel with d0" in d.reason  # expand1x1 is also in the horizontal pair
 
 
 def test_vertical_decision_compiles_verifies_and_saves_a_launch(fire):

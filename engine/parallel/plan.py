@@ -74,10 +74,11 @@ class BlockLink:
     consumer_param: int  # the consumer's parameter that reads the producer's output
 
     def describe(self) -> str:
-        where = "b*{0}+k".format(self.per_producer) if self.pattern == "contiguous" else \
-            "b+k*{0}".format(self.producer_blocks)
-        return (f"{self.edge_class} block map ({self.method}): {self.producer_blocks} producer blocks, "
-                f"consumer blocks {where} (k<{self.per_producer}) read producer block b")
+        head = f"{self.edge_class} block map ({self.method}): {self.producer_blocks} producer blocks"
+        if self.per_producer == 1:
+            return f"{head}, consumer block b reads producer block b"
+        where = f"b*{self.per_producer}+k" if self.pattern == "contiguous" else f"b+k*{self.producer_blocks}"
+        return f"{head}, consumer blocks {where} (k<{self.per_producer}) read producer block b"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ rejected, with the reason.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from engine.parallel.codegen import codegen_for
 from engine.parallel.detection import ParallelGroup, Stage, detect_parallel_groups
@@ -60,8 +60,26 @@ def propose(session, target: str = "llvm", arch: str | None = None) -> Proposal:
             decisions.append(_decision(f"d{len(decisions)}", group, stage, fit, model))
     decisions += propose_vertical(scheduled, session.graph, kg, codegen,
                                   lambda k: fit(k)[0] > 0 and fit(k)[1] == 1, len(decisions), model)
+    decisions = _note_overlaps(decisions)
     plan = FusionPlan(session.model.name, target, kernel_fingerprint(kernels), tuple(decisions))
     return Proposal(groups, plan, kg)
+
+
+def _note_overlaps(decisions: list[FusionDecision]) -> list[FusionDecision]:
+    """A proposed decision sharing a kernel with an earlier one says so: a kernel is fused by
+    one decision only, the first approved one in plan order."""
+    owner: dict[int, str] = {}
+    out = []
+    for d in decisions:
+        shared = sorted({owner[k] for k in d.kernels if k in owner}, key=lambda i: int(i[1:]))
+        if shared and d.status is DecisionStatus.PROPOSED and not d.reason:
+            d = replace(d, reason=f"shares a kernel with {', '.join(shared)}; only the first approved "
+                                  f"of overlapping decisions is applied")
+        if d.status is not DecisionStatus.REJECTED:
+            for k in d.kernels:
+                owner.setdefault(k, d.id)
+        out.append(d)
+    return out
 
 
 def _cores(target, arch) -> int:
