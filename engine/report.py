@@ -8,7 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from engine.files import native_stderr_silenced, write_atomic
+from engine.files import current_umask, native_stderr_silenced, write_atomic
 from engine.opgraph import OperatorGraph
 from engine.pipeline import CompileResult
 
@@ -60,6 +60,7 @@ def export_library(result: CompileResult, out_dir: str | os.PathLike) -> Path:
     try:
         with native_stderr_silenced():
             result.executable.export_library(tmp)
+        os.chmod(tmp, 0o755 & ~current_umask())  # a shared library, readable like any build output
         os.replace(tmp, final)
     finally:
         Path(tmp).unlink(missing_ok=True)
