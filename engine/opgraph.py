@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NewType
 
 import networkx as nx
@@ -149,12 +149,37 @@ def build_operator_graph(model: Model) -> OperatorGraph:
         nodes.append(op)
         for t in outs:
             producer[t.name] = op_id
+    nodes = _branch_labels(nodes, edges, labels)
     dag = nx.DiGraph()
     for n in nodes:
         dag.add_node(n.id, op=n)
     for e in edges:
         dag.add_edge(e.src, e.dst, tensor=e.tensor)
     return OperatorGraph(model.name, tuple(nodes), tuple(edges), folded, dag)
+
+
+def _branch_labels(nodes: list[OpNode], edges: list[Edge], bases: dict[OpId, str]) -> list[OpNode]:
+    """A weightless op that starts a branch (its producer forks) is named after the layer
+    of the branch it starts, not the layer it reads from: Inception's pool branch
+    `maxpool -> inception_3a/pool_proj` becomes `inception_3a/maxpool`."""
+    consumers: dict[OpId, list[OpId]] = {}
+    producers: dict[OpId, list[OpId]] = {}
+    for e in edges:
+        consumers.setdefault(e.src, []).append(e.dst)
+        producers.setdefault(e.dst, []).append(e.src)
+    by_id = {n.id: n for n in nodes}
+    out = []
+    for n in nodes:
+        preds = producers.get(n.id, [])
+        derived = n.label == f"{bases.get(n.id, '')}/{n.op.lower()}" or n.label == n.id
+        weighted_next = [bases[c] for c in consumers.get(n.id, []) if c in bases and
+                         by_id[c].label == bases[c] and "/" in bases[c]]
+        if derived and len(preds) == 1 and len(consumers.get(preds[0], [])) > 1 and weighted_next:
+            group = os.path.commonprefix([b.rsplit("/", 1)[0] + "/" for b in weighted_next]).rstrip("/")
+            if group:
+                n = replace(n, label=f"{group}/{n.op.lower()}")
+        out.append(n)
+    return out
 
 
 _GENERIC_NAME = re.compile(r"^[a-z]?\d+$")
