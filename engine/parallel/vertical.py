@@ -70,8 +70,8 @@ def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, s
         link = block_link(e, param) if param is not None else None
         if link is None:
             continue
-        infos = [member_info(graph, kg, k, lambda k: e.producer_grid.blocks if k == p else e.consumer_grid.blocks)
-                 for k in (p, c)]
+        blocks = {p: e.producer_grid.blocks, c: e.consumer_grid.blocks}
+        infos = [member_info(graph, kg, k, blocks.get) for k in (p, c)]
         members = tuple(MemberRef(m.kernel, m.func, m.ops, m.labels, m.signature, m.out_shape, m.flops, m.chunks)
                         for m in infos)
         gain = Gain(launches_saved=1, parallel_regions_saved=1, member_chunks=(link.producer_blocks,
