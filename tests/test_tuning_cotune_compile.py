@@ -29,7 +29,7 @@ def test_cotuned_decision_is_applied_and_replayed(tmp_path, monkeypatch):
     assert applier.outcome.decisions[0].result is DecisionResult.APPLIED
     (rec,) = tuner.cotuned
     assert rec.decision == plan.approved()[0].id and rec.cotuned_ms > 0 and rec.separate_ms > 0
-    assert rec.kept in ("co-tuned", "separately tuned")
+    assert rec.kept in (cotune_plan.Kept.COTUNED, cotune_plan.Kept.SEPARATE)
     assert any(n.startswith(f"co-tuning {rec.decision}:") for n in result.notes)
     stored = json.loads((tmp_path / "fire_module-llvm" / "cotuning.json").read_text())
     assert len(stored) == 1

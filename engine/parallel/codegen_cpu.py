@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import tvm_ffi
 from tvm import tirx
 
+from engine.parallel.plan import LinkPattern
 from engine.parallel.tir_util import (FusionUnsupported, RootParts, count, dispatch, fresh_copy,
                                       fused_func, root_parts, substitute)
 
@@ -201,7 +202,8 @@ def fuse_vertical_cpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: l
         tail = _local(c_stage, b)
     else:
         k = tirx.Var("fused_k", "int64")
-        index = b * i64(link.per_producer) + k if link.pattern == "contiguous" else b + k * i64(ps.chunks)
+        index = (b * i64(link.per_producer) + k if link.pattern is LinkPattern.CONTIGUOUS
+                 else b + k * i64(ps.chunks))
         tail = tirx.For(k, i64(0), i64(link.per_producer), tirx.ForKind.SERIAL, _local(c_stage, index))
     loop = tirx.For(b, i64(0), i64(ps.chunks), tirx.ForKind.PARALLEL, tirx.SeqStmt([_local(ps, b), tail]))
     return fused_func([p.parts, c_parts], loop, producer)

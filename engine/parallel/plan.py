@@ -59,6 +59,13 @@ class Gain:
     estimated_us: float
 
 
+class LinkPattern(str, enum.Enum):
+    """Which consumer blocks read producer block b (r per producer block, P producer blocks)."""
+
+    CONTIGUOUS = "contiguous"  # b*r + k
+    STRIDED = "strided"  # b + k*P
+
+
 @dataclass(frozen=True)
 class BlockLink:
     """Why a producer->consumer pair can run block by block (engine.blockdeps): every consumer
@@ -70,14 +77,15 @@ class BlockLink:
     producer_blocks: int
     consumer_blocks: int
     per_producer: int
-    pattern: str  # "contiguous" | "strided"
+    pattern: LinkPattern
     consumer_param: int  # the consumer's parameter that reads the producer's output
 
     def describe(self) -> str:
         head = f"{self.edge_class} block map ({self.method}): {self.producer_blocks} producer blocks"
         if self.per_producer == 1:
             return f"{head}, consumer block b reads producer block b"
-        where = f"b*{self.per_producer}+k" if self.pattern == "contiguous" else f"b+k*{self.producer_blocks}"
+        where = (f"b*{self.per_producer}+k" if self.pattern is LinkPattern.CONTIGUOUS
+                 else f"b+k*{self.producer_blocks}")
         return f"{head}, consumer blocks {where} (k<{self.per_producer}) read producer block b"
 
 
@@ -193,7 +201,7 @@ def _decision_from(d: dict) -> FusionDecision:
     ev = dict(d["evidence"])
     link = ev.pop("link", None)
     evidence = Evidence(**{k: _tuple(v) for k, v in ev.items()},
-                        link=BlockLink(**link) if link is not None else None)
+                        link=BlockLink(**{**link, "pattern": LinkPattern(link["pattern"])}) if link else None)
     return FusionDecision(DecisionId(d["id"]), DecisionKind(d["kind"]), int(d["stage"]), members,
                           gain, evidence, DecisionStatus(d["status"]), d.get("reason", ""))
 

@@ -17,7 +17,7 @@ from engine.blockdeps import BlockDepsError, EdgeClass, Method, analyze_edges
 from engine.parallel.detection import member_info
 from engine.parallel.kernel_graph import KernelGraph, alias_roots, call_args, is_call_tir, key, main_bindings
 from engine.parallel.plan import (BlockLink, DecisionId, DecisionKind, Evidence, FusionDecision, Gain,
-                                  MemberRef)
+                                  LinkPattern, MemberRef)
 
 
 def block_link(edge, consumer_param: int) -> BlockLink | None:
@@ -30,7 +30,7 @@ def block_link(edge, consumer_param: int) -> BlockLink | None:
     per = n_c // n_p
     owner = edge.indices  # fan-in 1 everywhere: the producer block of each consumer block
     c = np.arange(n_c)
-    for pattern, expect in (("contiguous", c // per), ("strided", c % n_p)):
+    for pattern, expect in ((LinkPattern.CONTIGUOUS, c // per), (LinkPattern.STRIDED, c % n_p)):
         if np.array_equal(owner, expect):
             return BlockLink(edge.edge_class.value, edge.method.value, n_p, n_c, per, pattern, consumer_param)
     return None

@@ -12,6 +12,7 @@ replayed by a later compile without measuring.
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import asdict, dataclass, replace
 from typing import Callable
@@ -26,6 +27,11 @@ from engine.tuning.cotune import Group, GroupConfig, compare_cotuning
 from engine.tuning.database import TuneStore, workload_key
 
 
+class Kept(str, enum.Enum):
+    COTUNED = "co-tuned"
+    SEPARATE = "separately tuned"
+
+
 @dataclass(frozen=True)
 class CotuneRecord:
     """One decision's co-tuning, as stored and reported."""
@@ -37,7 +43,7 @@ class CotuneRecord:
     cotuned_ms: float
     separate_ms: float  # members tuned alone, fused with the default layout (same budget)
     trials: int  # per method
-    kept: str  # "co-tuned" or "separately tuned"
+    kept: Kept  # which of the two configurations the compile uses (the faster)
 
     @property
     def speedup(self) -> float:
@@ -55,12 +61,12 @@ class CotuneRecord:
         shares = tuple(layout["shares"]) if layout["shares"] is not None else None
         return CotuneRecord(data["decision"], tuple(data["members"]), tuple(tuple(k) for k in data["knobs"]),
                             CpuLayout(layout["sliced"], layout["tasks"], shares), data["cotuned_ms"],
-                            data["separate_ms"], data["trials"], data["kept"])
+                            data["separate_ms"], data["trials"], Kept(data["kept"]))
 
     def note(self) -> str:
         return (f"co-tuning {self.decision}: co-tuned {self.cotuned_ms:.3f} ms vs separately tuned then "
                 f"fused {self.separate_ms:.3f} ms ({self.speedup:.2f}x, {self.trials} trials each); "
-                f"kept {self.kept}: {self.layout.describe()}, knobs {list(self.knobs)}")
+                f"kept {self.kept.value}: {self.layout.describe()}, knobs {list(self.knobs)}")
 
 
 def cotune_plan(mod: tvm.IRModule, unscheduled: tvm.IRModule, ctx, plan, trials: int, store: TuneStore,
@@ -90,7 +96,7 @@ def cotune_plan(mod: tvm.IRModule, unscheduled: tvm.IRModule, ctx, plan, trials:
             joint = rep.cotuned_s <= rep.separate_s
             cfg = rep.cotuned.config if joint else rep.separate.config
             rec = CotuneRecord(d.id, tuple(names), group.knob_values(cfg), cfg.layout, rep.cotuned_s * 1e3,
-                               rep.separate_s * 1e3, trials, "co-tuned" if joint else "separately tuned")
+                               rep.separate_s * 1e3, trials, Kept.COTUNED if joint else Kept.SEPARATE)
             saved[key] = rec
             _save(store, saved)
         rec = replace(rec, decision=d.id, members=tuple(names))
