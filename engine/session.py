@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from engine.model import Model, load_model
 from engine.opgraph import OperatorGraph, build_operator_graph
+
+if TYPE_CHECKING:  # the pipeline imports TVM: loaded on the first compile, not on import
+    from engine.pipeline import CompileOptions, CompileResult
 
 
 class Session:

@@ -70,7 +70,7 @@ def compile_cmd(args) -> int:
 def print_report(data: dict) -> None:
     v = data["verification"]
     print(f"model        {data['model']}   target {data['target']}")
-    print(f"stages       " + "  ".join(f"{s['name']} {s['seconds']:.2f}s" for s in data["stages"]
+    print("stages       " + "  ".join(f"{s['name']} {s['seconds']:.2f}s" for s in data["stages"]
                                         if s["status"] == "done"))
     print(f"verify       {'OK' if v['passed'] else 'FAILED'}  max abs err {v['max_abs_err']:.2e}  "
           f"max rel err {v['max_rel_err']:.2e}  ({data['ran_on']})")

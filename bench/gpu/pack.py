@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import glob
 import hashlib
-import io
 import json
 import os
 import shutil
