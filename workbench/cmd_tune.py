@@ -7,7 +7,8 @@ def add_tune_arguments(p) -> None:
     from workbench.cli import positive_int
 
     p.add_argument("--tune-trials", type=positive_int, metavar="N",
-                   help="tune the heaviest kernels with MetaSchedule, N trials in all (default: no tuning)")
+                   help="tune the heaviest kernels, N MetaSchedule trials in all; the default rule's "
+                   "other tiles are measured beside them and the fastest kept (default: no tuning)")
     p.add_argument("--rpc", metavar="HOST:PORT:KEY",
                    help="measure tuning candidates on devices registered at this RPC tracker")
     p.add_argument("--tune-db", metavar="DIR",
