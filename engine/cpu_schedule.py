@@ -145,7 +145,7 @@ class Fallback(ScheduleRule):
 RULES: list[ScheduleRule] = [Conv2dNCHW(), Matmul(), RowWise(), Fallback()]
 
 
-def _is_scheduled(func) -> bool:
+def is_scheduled(func) -> bool:
     return bool(func.attrs is not None and func.attrs.get("tirx.is_scheduled", False))
 
 
@@ -167,7 +167,7 @@ def schedule_module(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     """Give every not-yet-scheduled PrimFunc of ``mod`` a default CPU schedule."""
     updates = {}
     for gv, func in mod.functions_items():
-        if isinstance(func, tirx.PrimFunc) and not _is_scheduled(func):
+        if isinstance(func, tirx.PrimFunc) and not is_scheduled(func):
             new = schedule_func(func, target)
             if new is not None:
                 updates[gv] = new

@@ -114,8 +114,8 @@ def test_pick_measures_the_template_knob_points_and_replays_them():
     from engine.tuning.database import KernelRecord
     from engine.tuning.measure import CountingRunner, make_runner
     from engine.tuning.builder import local_builder
-    from engine.tuning.knobs import template_points
-    from engine.tuning.tuner import _pick, _template
+    from engine.tuning.knobs import schedule_knobs, template_points
+    from engine.tuning.tuner import _pick
 
     target = get_target("llvm").target(None)
     mod = Session(str(SAMPLES / "fire_module.onnx")).compile(CompileOptions(stop_after=Stage.FUSE)).module
@@ -127,7 +127,7 @@ def test_pick_measures_the_template_knob_points_and_replays_them():
     assert runner.count == len(points)  # the default + the other tiles
     assert record.choice in (Choice.DEFAULT, Choice.TEMPLATE) and record.tuned_s <= record.default_s
     knobs = record.knobs or points[1][0]
-    func = _template(w.mod["main"], target, knobs)
+    func = schedule_knobs(w.mod["main"], target, tuple(knobs))
     default = _default_scheduler(get_target("llvm"))(w.mod, target)["main"]
     rng = np.random.default_rng(0)
     args = [rng.standard_normal([int(s) for s in p.shape]).astype("float32")

@@ -36,16 +36,20 @@ def block_link(edge, consumer_param: int) -> BlockLink | None:
     return None
 
 
-def _consumer_param(mod, producer: int, consumer: int) -> int | None:
-    """The position of the producer's output among the consumer's arguments (None when it
-    is passed twice)."""
+def _consumer_params(mod):
+    """(producer, consumer) -> position of the producer's output among the consumer's
+    arguments, None when it is passed twice; aliases (`lv = lv1`) looked through."""
     bindings = main_bindings(mod)
     roots = alias_roots(bindings)
     calls = [b for b in bindings if is_call_tir(b.value)]
-    pvar = calls[producer].var
-    hits = [i for i, a in enumerate(call_args(calls[consumer].value))
-            if isinstance(a, relax.Var) and roots.get(key(a), key(a)) == key(pvar)]
-    return hits[0] if len(hits) == 1 else None
+
+    def param(producer: int, consumer: int) -> int | None:
+        pvar = key(calls[producer].var)
+        hits = [i for i, a in enumerate(call_args(calls[consumer].value))
+                if isinstance(a, relax.Var) and roots.get(key(a), key(a)) == pvar]
+        return hits[0] if len(hits) == 1 else None
+
+    return param
 
 
 def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, start: int,
@@ -63,10 +67,11 @@ def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, s
         edges = analyze_edges(scheduled, keep, Method.AUTO)
     except BlockDepsError:
         return []
+    consumer_param = _consumer_params(scheduled.module)
     decisions = []
     for e in edges:
         p, c = e.producer.index, e.consumer.index
-        param = _consumer_param(scheduled.module, p, c)
+        param = consumer_param(p, c)
         link = block_link(e, param) if param is not None else None
         if link is None:
             continue

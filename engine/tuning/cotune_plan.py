@@ -18,13 +18,14 @@ from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
 import tvm
-from tvm import tirx
 
+from engine.cpu_schedule import is_scheduled
 from engine.errors import BlockwiseError
 from engine.parallel.codegen_cpu import CpuLayout
 from engine.parallel.plan import DecisionKind
 from engine.tuning.cotune import Group, GroupConfig, compare_cotuning
 from engine.tuning.database import TuneStore, workload_key
+from engine.tuning.tuner import as_kernel
 
 
 class Kept(str, enum.Enum):
@@ -80,7 +81,7 @@ def cotune_plan(mod: tvm.IRModule, unscheduled: tvm.IRModule, ctx, plan, trials:
             continue  # co-tuning is for horizontal groups
         names = [ctx.kernels[k].func for k in d.kernels]
         funcs = [unscheduled[n] for n in names]
-        current = [mod[n] if _is_scheduled(mod[n]) else None for n in names]
+        current = [mod[n] if is_scheduled(mod[n]) else None for n in names]
         try:
             group = Group(funcs, ctx.target, names, current)
             group.fused(GroupConfig((0,) * len(names), group.default_layout()))
@@ -102,9 +103,13 @@ def cotune_plan(mod: tvm.IRModule, unscheduled: tvm.IRModule, ctx, plan, trials:
         rec = replace(rec, decision=d.id, members=tuple(names))
         emit(rec.note())
         records.append(rec)
-        for m, k in enumerate(cfg.knobs):
-            if group.variants[m][k][0] != ("as scheduled",):
-                mod = _with(mod, names[m], group.scheduled_member(m, k))
+        chosen = {names[m]: group.scheduled_member(m, k) for m, k in enumerate(cfg.knobs)
+                  if group.variants[m][k][0] != ("as scheduled",)}
+        if chosen:
+            mod = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+            for name, func in chosen.items():
+                gv = mod.get_global_var(name)
+                mod[gv] = as_kernel(func, mod[gv])
         ctx.fusion_layouts[d.id] = cfg.layout
     return mod, records
 
@@ -118,20 +123,6 @@ def _config(group: Group, rec: CotuneRecord) -> GroupConfig | None:
             return None
         knobs.append(found[0])
     return GroupConfig(tuple(knobs), rec.layout)
-
-
-def _with(mod: tvm.IRModule, name: str, func: tirx.PrimFunc) -> tvm.IRModule:
-    mod = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
-    gv = mod.get_global_var(name)
-    symbol = mod[gv].attrs.get("global_symbol", None) if mod[gv].attrs is not None else None
-    func = func.with_attr("global_symbol", symbol) if symbol else func.without_attr("global_symbol")
-    mod[gv] = func.with_attr("tirx.is_scheduled", True)
-    return mod
-
-
-def _is_scheduled(func) -> bool:
-    return isinstance(func, tirx.PrimFunc) and bool(func.attrs is not None
-                                                    and func.attrs.get("tirx.is_scheduled", False))
 
 
 def _key(funcs, trials: int) -> str:

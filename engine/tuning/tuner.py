@@ -32,6 +32,7 @@ from tvm.s_tir import meta_schedule as ms
 from engine.errors import BlockwiseError
 from engine.tuning.builder import import_intrinsics, local_builder
 from engine.tuning.database import Choice, KernelRecord, TuneStore, workload_key
+from engine.tuning.knobs import schedule_knobs, template_points
 from engine.tuning.measure import CountingRunner, RpcEndpoint, make_runner, measure_modules
 
 MIN_TRIALS_PER_KERNEL = 64  # 32 MetaSchedule trials rarely beat our default conv schedules; 64 did (1.38x, squeezenet's 1000-class conv)
@@ -163,10 +164,10 @@ def tune_module(mod: tvm.IRModule, target, default_schedule: Callable, store: Tu
             sch = _query(db, w, target)
             func = sch.mod["main"] if sch is not None else None
         elif choice is Choice.TEMPLATE:
-            func = _template(w.mod["main"], target, records[w.key].knobs)
+            func = schedule_knobs(w.mod["main"], target, tuple(records[w.key].knobs))
         if func is not None:
             for gv in w.gvars:
-                updates[gv] = _as_kernel(func, mod[gv])
+                updates[gv] = as_kernel(func, mod[gv])
     if updates:
         mod = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
         for gv, func in updates.items():
@@ -179,8 +180,6 @@ def tune_module(mod: tvm.IRModule, target, default_schedule: Callable, store: Tu
 def _pick(w: _Workload, record: KernelRecord, sch, default_schedule, target, builder, runner,
           budget: int) -> KernelRecord:
     """Measure the candidates of one workload side by side and record the fastest."""
-    from engine.tuning.knobs import template_points  # pylint: disable=import-outside-toplevel
-
     cands: list[tuple[Choice, tuple | None, tvm.IRModule]] = []
     default = default_schedule(w.mod, target)
     if default is not None:
@@ -198,12 +197,6 @@ def _pick(w: _Workload, record: KernelRecord, sch, default_schedule, target, bui
     choice, knobs, _ = cands[best]
     return replace(record, default_s=default_s or record.default_s, tuned_s=best_s, trials=budget,
                    choice=choice, knobs=knobs)
-
-
-def _template(func: tirx.PrimFunc, target, knobs) -> tirx.PrimFunc | None:
-    from engine.tuning.knobs import schedule_knobs  # pylint: disable=import-outside-toplevel
-
-    return schedule_knobs(func, target, tuple(knobs))
 
 
 def _run_tuner(todo, target, db, store, builder, runner, options, budget, emit) -> None:
@@ -289,7 +282,7 @@ def _query(db, w: _Workload, target):
     return db.query_schedule(w.mod, target=target, workload_name="main")
 
 
-def _as_kernel(scheduled: tirx.PrimFunc, original: tirx.PrimFunc) -> tirx.PrimFunc:
+def as_kernel(scheduled: tirx.PrimFunc, original: tirx.PrimFunc) -> tirx.PrimFunc:
     """The tuned function under the original's name, marked scheduled."""
     symbol = original.attrs.get("global_symbol", None) if original.attrs is not None else None
     func = scheduled.with_attr("global_symbol", symbol) if symbol else scheduled.without_attr("global_symbol")
