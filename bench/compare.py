@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -24,6 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
+
+from engine.cores import configure_runtime  # noqa: E402
+
+THREADS = configure_runtime()  # before any kernel runs: every TVM peer gets the same pool
 
 QUICK_MODELS = ["inception_block", "fire_module", "mha_block", "moe_block", "zoo:squeezenet",
                 "zoo:inception_v1", "zoo:inception_v2", "zoo:resnet50", "zoo:shufflenet",
@@ -107,7 +110,7 @@ def bench_model(spec: str, runs: int, stock_runs: int, cotune_trials: int = 0) -
     fns: dict[str, object] = {}
 
     t0 = time.perf_counter()
-    sess = onnxruntime_session(model.proto.SerializeToString(), threads=os.cpu_count() or 1)
+    sess = onnxruntime_session(model.proto.SerializeToString(), threads=THREADS)
     row.compile_s["onnxruntime"] = time.perf_counter() - t0
     fns["onnxruntime"] = lambda: sess.run(None, inputs)
 
@@ -221,7 +224,7 @@ def main(argv=None) -> int:
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M"), "runs": runs,
-                               "machine": f"{os.cpu_count()} cores, llvm", "models": [r.__dict__ for r in rows],
+                               "machine": f"{THREADS} cores, llvm", "models": [r.__dict__ for r in rows],
                                "geomean_ratios": ratios}, indent=1))
     print(f"\nwrote {out}")
     return 0

@@ -1,43 +1,55 @@
-"""Co-tuned fused parallel group vs separately tuned members fused, same trial budget, llvm.
+"""Co-tuned fused parallel groups vs their members tuned alone then fused, same budget, llvm.
 
-    python bench/tuning_cotune.py [--model sample_models/fire_module.onnx]
-                                  [--members fused_conv2d1_add1_relu1,fused_conv2d2_add1_relu1]
-                                  [--trials 40] [--rounds 7]
+    python bench/tuning_cotune.py [--models mha_block,moe_block,fire_module,inception_block]
+                                  [--trials 24]
+
+For every model, every proposed horizontal decision is approved and co-tuned the way
+`workbench compile MODEL --approve all --cotune-trials N` does it (fresh store, so all is
+measured): the joint search and the separately-tuned baseline get N trials each, then
+both winners and the baseline's tiles with the co-tuned layout are re-measured side by
+side. Prints one row per group and the geometric means.
 """
 
 import argparse
-import json
+import math
+import tempfile
 
-from engine.pipeline import CompileOptions, Stage
+from engine.parallel import propose
+from engine.parallel.apply import PlanApplier
+from engine.pipeline import CompileOptions
 from engine.session import Session
-from engine.targets import get_target
-from engine.tuning.cotune import Group, GroupConfig, compare_cotuning, time_kernel
+from engine.tuning import KernelTuner, TuneOptions
+
+
+def geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="sample_models/fire_module.onnx")
-    ap.add_argument("--members", default="fused_conv2d1_add1_relu1,fused_conv2d2_add1_relu1")
-    ap.add_argument("--trials", type=int, default=40)
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--models", default="mha_block,moe_block,fire_module,inception_block")
+    ap.add_argument("--trials", type=int, default=24)
     args = ap.parse_args()
-    mod = Session(args.model).compile(CompileOptions(stop_after=Stage.FUSE)).module
-    names = args.members.split(",")
-    target = get_target("llvm").target(None)
-    group = Group([mod[n] for n in names], target, names)
-    rep = compare_cotuning(group, args.trials, seed=args.seed, rounds=args.rounds)
-    default_fused = time_kernel(group.fused(GroupConfig((0,) * len(names), group.default_layout())), target)
-    default_members = sum(time_kernel(group.member(m, 0), target) for m in range(len(names)))
-    print(json.dumps({
-        "members": args.members.split(","), "trials_each_method": args.trials,
-        "cotuned": {"knobs": rep.cotuned.knobs, "layout": rep.cotuned.config.layout.describe(),
-                    "ms": rep.cotuned_s * 1e3, "trials": rep.cotuned.trials},
-        "separate_then_fused": {"knobs": rep.separate.knobs, "layout": rep.separate.config.layout.describe(),
-                                "ms": rep.separate_s * 1e3, "trials": rep.separate.trials},
-        "speedup_cotuned_vs_separate": rep.speedup,
-        "default_fused_ms": default_fused * 1e3, "default_members_sum_ms": default_members * 1e3,
-    }, indent=1))
+    rows = []
+    print(f"{'model':18} {'group':5} {'n':>2} {'separate ms':>11} {'co-tuned ms':>11} {'ratio':>6} "
+          f"{'layout only':>11}  kept: layout, knobs")
+    for spec in args.models.split(","):
+        session = Session(spec)
+        plan = propose(session, "llvm").plan.with_approval("all")
+        with tempfile.TemporaryDirectory() as db:
+            tuner = KernelTuner(TuneOptions(trials=0, cotune_trials=args.trials, db_root=db), plan=plan)
+            session.compile(CompileOptions(apply_plan=PlanApplier(plan), tune=tuner, timing=False))
+        for r in tuner.cotuned:
+            rows.append(r)
+            print(f"{session.model.name[:18]:18} {r.decision:5} {len(r.members):>2} {r.separate_ms:11.3f} "
+                  f"{r.cotuned_ms:11.3f} {r.speedup:5.2f}x {r.separate_ms / r.layout_only_ms:10.2f}x  "
+                  f"{r.kept.value}: {r.layout.describe()}, {list(r.knobs)}",
+                  flush=True)
+    print(f"\n{len(rows)} groups, {args.trials} trials per method; co-tuned / separately tuned then fused: "
+          f"geomean {geomean([r.speedup for r in rows]):.3f}x, faster in "
+          f"{sum(r.speedup > 1.02 for r in rows)}, within 2% in {sum(abs(r.speedup - 1) <= 0.02 for r in rows)}, "
+          f"slower in {sum(r.speedup < 0.98 for r in rows)}; the co-tuned layout alone: "
+          f"geomean {geomean([r.separate_ms / r.layout_only_ms for r in rows]):.3f}x")
 
 
 if __name__ == "__main__":

@@ -21,10 +21,14 @@ import time
 import tvm
 from tvm import relax
 
+from engine.cores import configure_runtime
 from engine.measure import time_runs
 from engine.pipeline import CompileOptions, Stage
 from engine.session import Session
 from engine.tuning import KernelTuner, TuneOptions
+
+
+configure_runtime()  # before any kernel runs: stock TVM and blockwise get the same thread pool
 
 
 def main() -> None:

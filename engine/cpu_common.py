@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.target import Target
 from tvm.target.codegen import llvm_get_vector_width
+
+from engine.cores import cpu_threads
 
 _get_sblock_realize = tvm_ffi.get_global_func("s_tir.schedule.GetSBlockRealize")
 
@@ -33,7 +33,7 @@ class ScheduleRule:
 
 def num_cores(target: Target) -> int:
     n = target.attrs.get("num-cores", None) if target is not None else None
-    return int(n) if n else (os.cpu_count() or 1)
+    return int(n) if n else cpu_threads()
 
 
 def vector_lanes(target: Target, dtype_bits: int = 32) -> int:

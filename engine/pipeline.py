@@ -300,9 +300,9 @@ def _as_list(value) -> list:
 
 
 def _cores() -> int:
-    import os
+    from engine.cores import cpu_threads
 
-    return os.cpu_count() or 1
+    return cpu_threads()
 
 
 __all__ = ["Stage", "STAGES", "StageEvent", "CompileOptions", "CompileResult", "compile_model",

@@ -46,10 +46,11 @@ def _resolve(ref: str):
 def _llvm(arch: str | None) -> tvm.target.Target:
     from tvm.target import codegen
 
-    cpu = arch or codegen.llvm_get_system_cpu()
-    import os
+    from engine.cores import configure_runtime
 
-    return tvm.target.Target({"kind": "llvm", "mcpu": cpu, "num-cores": os.cpu_count() or 1})
+    cpu = arch or codegen.llvm_get_system_cpu()
+    # the schedules' core count and the runtime's thread pool agree (engine.cores)
+    return tvm.target.Target({"kind": "llvm", "mcpu": cpu, "num-cores": configure_runtime()})
 
 
 # CUDA tags set sm version, shared memory and thread limits; --arch picks a tag or an sm.

@@ -99,3 +99,16 @@ def test_one_task_layout_is_serial(group):
     kinds = []
     tvm_ffi.structural_walk(fused.body, (tvm.tirx.For, lambda f: kinds.append(f.kind)), order="pre")
     assert tvm.tirx.ForKind.PARALLEL not in kinds
+
+
+def test_comparison_measures_the_layout_alone(group):
+    """The report splits the gain: baseline tiles with the co-tuned layout, same rounds."""
+    from engine.tuning.cotune import compare_cotuning
+
+    def cost(func):  # only a serial fused loop is cheap; tiles do not matter
+        return 1.0 + count(func.body, tvm.tirx.For, lambda f: f.kind == tvm.tirx.ForKind.PARALLEL)
+
+    rep = compare_cotuning(group, trials=40, rounds=2, measure=cost)
+    assert rep.cotuned.config.layout == CpuLayout(True, 1)
+    assert rep.separate_s > rep.cotuned_s == rep.layout_only_s
+    assert rep.layout_speedup == rep.speedup

@@ -60,10 +60,17 @@ class CotuneReport:
     separate: CotuneResult
     cotuned_s: float  # both winners re-measured side by side, interleaved (median)
     separate_s: float
+    # the separately tuned members with the co-tuned layout, measured in the same rounds:
+    # how much of the gain is the layout (share of the loop) alone
+    layout_only_s: float
 
     @property
     def speedup(self) -> float:
         return self.separate_s / self.cotuned_s
+
+    @property
+    def layout_speedup(self) -> float:
+        return self.separate_s / self.layout_only_s
 
 
 def strip_preproc(func: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -229,15 +236,18 @@ def tune_separately_then_fuse(group: Group, trials: int, seed: int = 1,
 
 def compare_cotuning(group: Group, trials: int, seed: int = 1, rounds: int = 5,
                      measure: Measure | None = None) -> CotuneReport:
-    """Co-tune and the baseline with the same budget; the two winners are then re-measured
-    side by side, alternating, `rounds` times (median): the search's own figures are
-    single noisy samples."""
+    """Co-tune and the baseline with the same budget; the two winners, and the baseline's
+    tiles with the co-tuned layout, are then re-measured side by side, alternating,
+    `rounds` times (median): the search's own figures are single noisy samples."""
     measure = measure or (lambda f: time_kernel(f, group.target))
     joint = cotune(group, trials, seed, measure)
     alone = tune_separately_then_fuse(group, trials, seed, measure)
-    a, b = group.fused(joint.config), group.fused(alone.config)
-    ta, tb = [], []
+    configs = list(dict.fromkeys([joint.config, alone.config, GroupConfig(alone.config.knobs, joint.config.layout)]))
+    kernels = [group.fused(c) for c in configs]
+    times: list[list[float]] = [[] for _ in configs]
     for _ in range(rounds):
-        ta.append(measure(a))
-        tb.append(measure(b))
-    return CotuneReport(joint, alone, statistics.median(ta), statistics.median(tb))
+        for t, k in zip(times, kernels):
+            t.append(measure(k))
+    median = {c: statistics.median(t) for c, t in zip(configs, times)}
+    layout_only = GroupConfig(alone.config.knobs, joint.config.layout)
+    return CotuneReport(joint, alone, median[joint.config], median[alone.config], median[layout_only])

@@ -45,6 +45,8 @@ class CotuneRecord:
     separate_ms: float  # members tuned alone, fused with the default layout (same budget)
     trials: int  # per method
     kept: Kept  # which of the two configurations the compile uses (the faster)
+    # the separately tuned tiles with the co-tuned layout (same rounds): the layout's part
+    layout_only_ms: float | None = None  # None: a record stored before it was measured
 
     @property
     def speedup(self) -> float:
@@ -62,11 +64,13 @@ class CotuneRecord:
         shares = tuple(layout["shares"]) if layout["shares"] is not None else None
         return CotuneRecord(data["decision"], tuple(data["members"]), tuple(tuple(k) for k in data["knobs"]),
                             CpuLayout(layout["sliced"], layout["tasks"], shares), data["cotuned_ms"],
-                            data["separate_ms"], data["trials"], Kept(data["kept"]))
+                            data["separate_ms"], data["trials"], Kept(data["kept"]), data.get("layout_only_ms"))
 
     def note(self) -> str:
+        part = (f"; the co-tuned layout alone, separately tuned tiles: "
+                f"{self.separate_ms / self.layout_only_ms:.2f}x" if self.layout_only_ms else "")
         return (f"co-tuning {self.decision}: co-tuned {self.cotuned_ms:.3f} ms vs separately tuned then "
-                f"fused {self.separate_ms:.3f} ms ({self.speedup:.2f}x, {self.trials} trials each); "
+                f"fused {self.separate_ms:.3f} ms ({self.speedup:.2f}x, {self.trials} trials each{part}); "
                 f"kept {self.kept.value}: {self.layout.describe()}, knobs {list(self.knobs)}")
 
 
@@ -97,7 +101,8 @@ def cotune_plan(mod: tvm.IRModule, unscheduled: tvm.IRModule, ctx, plan, trials:
             joint = rep.cotuned_s <= rep.separate_s
             cfg = rep.cotuned.config if joint else rep.separate.config
             rec = CotuneRecord(d.id, tuple(names), group.knob_values(cfg), cfg.layout, rep.cotuned_s * 1e3,
-                               rep.separate_s * 1e3, trials, Kept.COTUNED if joint else Kept.SEPARATE)
+                               rep.separate_s * 1e3, trials, Kept.COTUNED if joint else Kept.SEPARATE,
+                               rep.layout_only_s * 1e3)
             saved[key] = rec
             _save(store, saved)
         rec = replace(rec, decision=d.id, members=tuple(names))
