@@ -79,12 +79,17 @@ def _variants(session, cotune_trials: int):
 
 
 def _median_interleaved(fns: dict[str, object], runs: int, rounds: int = 5) -> dict[str, list[float]]:
+    """Rounds of `runs // rounds` timed calls per configuration, interleaved. Each turn
+    starts with a pause and two untimed calls: onnxruntime's and TVM's thread pools both
+    spin after a call, and on a 2-core machine a pool that is still spinning took up to
+    16 ms of cores from the other runtime's first calls (measured)."""
     samples: dict[str, list[float]] = {k: [] for k in fns}
-    for fn in fns.values():
-        fn()  # warm-up
     per_round = max(1, runs // rounds)
     for _ in range(rounds):
         for name, fn in fns.items():
+            time.sleep(0.05)
+            fn()
+            fn()
             for _ in range(per_round):
                 start = time.perf_counter()
                 fn()

@@ -16,6 +16,7 @@ of the budget), then fuses the winners with the pipeline's default layout.
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from dataclasses import dataclass, field
@@ -156,9 +157,7 @@ def _search(space: list[list[int]], trials: int, measure_point: Callable[[tuple]
     """The start point, random points for half the budget, then one-knob mutations of the
     three best; returns (best point, its seconds, all measured seconds)."""
     seen: dict[tuple, float] = {}
-    size = 1
-    for opts in space:
-        size *= len(opts)
+    size = math.prod(len(opts) for opts in space)
 
     def visit(p):
         if p not in seen and len(seen) < trials:
@@ -169,23 +168,39 @@ def _search(space: list[list[int]], trials: int, measure_point: Callable[[tuple]
         if len(seen) >= min(trials // 2, size):
             break
         visit(tuple(rng.choice(opts) for opts in space))
-    stall = 0
-    while len(seen) < min(trials, size) and stall < 50:
-        top = sorted(seen, key=seen.get)[:3]
-        cands = [p[:i] + (p[i] + d,) + p[i + 1:] for p in top for i, opts in enumerate(space)
-                 for d in (-1, 1) if 0 <= p[i] + d < len(opts)]
-        cands = [c for c in cands if c not in seen]
-        if cands:
-            visit(rng.choice(cands))
-        else:
-            stall += 1
-            visit(tuple(rng.choice(opts) for opts in space))
+    _refine(seen, space, trials, measure_point, rng)
     best = min(seen, key=seen.get)
     return best, seen[best], tuple(seen.values())
 
 
+def _refine(seen: dict[tuple, float], space: list[list[int]], trials: int,
+            measure_point: Callable[[tuple], float], rng: random.Random,
+            canon: Callable[[tuple], tuple] = lambda p: p) -> None:
+    """One-knob mutations of the three best points of `seen` until it holds `trials`;
+    `canon` maps points that are the same configuration to one."""
+    size = math.prod(len(opts) for opts in space)
+    stall = 0
+    while len(seen) < min(trials, size) and stall < 50:
+        top = sorted(seen, key=seen.get)[:3]
+        cands = [canon(p[:i] + (p[i] + d,) + p[i + 1:]) for p in top for i, opts in enumerate(space)
+                 for d in (-1, 1) if 0 <= p[i] + d < len(opts)]
+        cands = [c for c in cands if c not in seen]
+        if not cands:
+            stall += 1
+            cands = [canon(tuple(rng.choice(opts) for opts in space))]
+            if cands[0] in seen:
+                continue
+        p = rng.choice(cands)
+        seen[p] = measure_point(p)
+
+
 def cotune(group: Group, trials: int, seed: int = 1, measure: Measure | None = None) -> CotuneResult:
-    """Search every member's knobs and the layout jointly on the fused kernel's time."""
+    """Search every member's knobs and the layout jointly on the fused kernel's time.
+
+    Coordinate descent in context, then a joint refinement: the layout options first (few),
+    then each member's knob with the others at the best point so far (the baseline's
+    per-member search, but timed inside the fused kernel, where members share the cores
+    and caches), then one-knob mutations of every dimension around the best points."""
     measure = measure or (lambda f: time_kernel(f, group.target))
     n = len(group.variants)
     n_sliced = len(group.layouts)
@@ -205,15 +220,47 @@ def cotune(group: Group, trials: int, seed: int = 1, measure: Measure | None = N
     start = (0,) * n + (group.layouts.index(default),) + (0,) * n
     cache: dict[GroupConfig, float] = {}
 
+    seen: dict[tuple, float] = {}
+
     def measure_point(p):
         cfg = config(p)
         if cfg not in cache:
             cache[cfg] = measure(group.fused(cfg))
         return cache[cfg]
 
-    best, seconds, history = _search(space, trials, measure_point, start, random.Random(seed))
-    cfg = config(best)
-    return CotuneResult(cfg, group.knob_values(cfg), seconds, len(cache), history)
+    def visit(p):
+        if p not in seen and len(seen) < trials:
+            seen[p] = measure_point(p)
+
+    def best():
+        return min(seen, key=seen.get)
+
+    rng = random.Random(seed)
+    visit(start)
+    # 1. the share of the cores: serial, one slice per core, one per chunk, contiguous
+    cores = group.layouts.index(default)
+    for li in dict.fromkeys([0, cores, n_sliced - 1, n_sliced]):
+        visit(start[:n] + (li,) + start[n + 1:])
+    # 2. each member's knob with the others at the best point so far: the baseline's
+    # per-member search, but timed inside the fused kernel (shared cores and caches)
+    for m in range(n):
+        budget = max(1, (trials - len(seen)) // (n - m + 1))  # the last part is kept for step 3
+        base = best()
+
+        def in_context(q, m=m, base=base):
+            point = base[:m] + q + base[m + 1:]
+            if point not in seen and len(seen) >= trials:
+                return math.inf
+            seen[point] = measure_point(point)
+            return seen[point]
+
+        _search([space[m]], budget + 1, in_context, (base[m],), rng)  # +1: base, measured
+    # 3. one-knob mutations (layout and shares included) around the best points
+    _refine(seen, space, trials, measure_point, rng,
+            canon=lambda p: p if p[n] == n_sliced else p[:n + 1] + (0,) * n)
+    point = best()
+    cfg = config(point)
+    return CotuneResult(cfg, group.knob_values(cfg), seen[point], len(cache), tuple(seen.values()))
 
 
 def tune_separately_then_fuse(group: Group, trials: int, seed: int = 1,
