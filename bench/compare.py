@@ -13,6 +13,7 @@ Ratios are reported against each peer with geometric means.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import sys
@@ -79,10 +80,8 @@ def _variants(session, cotune_trials: int):
 
 
 def _median_interleaved(fns: dict[str, object], runs: int, rounds: int = 5) -> dict[str, list[float]]:
-    """Rounds of `runs // rounds` timed calls per configuration, interleaved. Each turn
-    starts with a pause and two untimed calls: onnxruntime's and TVM's thread pools both
-    spin after a call, and on a 2-core machine a pool that is still spinning took up to
-    16 ms of cores from the other runtime's first calls (measured)."""
+    """Rounds of `runs // rounds` timed calls per configuration, interleaved; each turn
+    starts with a pause and two untimed calls (the previous executable's pool settles)."""
     samples: dict[str, list[float]] = {k: [] for k in fns}
     per_round = max(1, runs // rounds)
     for _ in range(rounds):
@@ -117,7 +116,12 @@ def bench_model(spec: str, runs: int, stock_runs: int, cotune_trials: int = 0) -
     t0 = time.perf_counter()
     sess = onnxruntime_session(model.proto.SerializeToString(), threads=THREADS)
     row.compile_s["onnxruntime"] = time.perf_counter() - t0
-    fns["onnxruntime"] = lambda: sess.run(None, inputs)
+    # onnxruntime first, alone: an onnxruntime session alive in the process, even idle,
+    # slowed TVM's 2-thread pool (squeezenet 2.54 -> 4.08 ms, back to 2.70 once freed),
+    # and TVM's spinning pool slowed onnxruntime in shared rounds (2.3 -> 5.3-7.4 ms)
+    time.sleep(1.0)
+    samples = _median_interleaved({"onnxruntime": lambda: sess.run(None, inputs)}, runs)
+    del sess
 
     for name, factory in _variants(session, cotune_trials).items():
         if isinstance(factory, str):
@@ -147,7 +151,8 @@ def bench_model(spec: str, runs: int, stock_runs: int, cotune_trials: int = 0) -
     once = time.perf_counter() - start
     n_stock = max(1, min(stock_runs, int(20.0 / max(once, 1e-3))))  # stock is slow: cap at ~20 s
 
-    samples = _median_interleaved(fns, runs)
+    gc.collect()  # the compiles' own onnxruntime sessions (verification) must be gone too
+    samples.update(_median_interleaved(fns, runs))
     stock_samples = [once * 1e3]
     for _ in range(n_stock - 1):
         start = time.perf_counter()

@@ -39,7 +39,11 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as db:
             tuner = KernelTuner(TuneOptions(trials=0, cotune_trials=args.trials, db_root=db), plan=plan)
             session.compile(CompileOptions(apply_plan=PlanApplier(plan), tune=tuner, timing=False))
+        done = set()
         for r in tuner.cotuned:
+            if r.members in done:  # overlapping decisions over the same kernels: one row
+                continue
+            done.add(r.members)
             rows.append(r)
             print(f"{session.model.name[:18]:18} {r.decision:5} {len(r.members):>2} {r.separate_ms:11.3f} "
                   f"{r.cotuned_ms:11.3f} {r.speedup:5.2f}x {r.separate_ms / r.layout_only_ms:10.2f}x  "
