@@ -17,6 +17,7 @@ from typing import Callable
 import tvm
 from tvm import relax
 
+from engine.cores import cpu_threads
 from engine.errors import BlockwiseError, CompileError
 from engine.kernels import KernelCall, list_kernels, trace_fusion
 from engine.measure import KernelTime, Latency, onnxruntime_session, profile_kernels, time_runs
@@ -230,7 +231,7 @@ def _build(ctx: CompileContext, out: dict) -> str:
 def _verify(ctx: CompileContext, out: dict) -> str:
     model, opts = ctx.model, ctx.options
     inputs = model.random_inputs(opts.seed)
-    sess = onnxruntime_session(model.proto.SerializeToString(), threads=_cores())
+    sess = onnxruntime_session(model.proto.SerializeToString(), threads=cpu_threads())
     expected = sess.run(None, inputs)
     # freed before our runs: an idle onnxruntime session in the process slowed TVM's
     # thread pool (squeezenet, 2 cores: 2.54 -> 4.08 ms); _time makes its own afterwards
@@ -281,7 +282,7 @@ def _time(ctx: CompileContext, out: dict) -> str:
     out["kernel_times"] = profile_kernels(vm, run, runs=max(3, runs // 2), sync=sync,
                                          names=kernel_names)
     out["latency"] = time_runs(run, runs)
-    sess = onnxruntime_session(ctx.model.proto.SerializeToString(), threads=_cores())
+    sess = onnxruntime_session(ctx.model.proto.SerializeToString(), threads=cpu_threads())
     inputs = out["ort_inputs"]
     out["ort_latency"] = time_runs(lambda: sess.run(None, inputs), runs)
     ratio = out["latency"].median_ms / out["ort_latency"].median_ms
@@ -301,12 +302,6 @@ def _as_list(value) -> list:
     if isinstance(value, (list, tuple)) or type(value).__name__ in ("Array", "Tuple"):
         return list(value)
     return [value]
-
-
-def _cores() -> int:
-    from engine.cores import cpu_threads
-
-    return cpu_threads()
 
 
 __all__ = ["Stage", "STAGES", "StageEvent", "CompileOptions", "CompileResult", "compile_model",

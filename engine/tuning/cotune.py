@@ -289,12 +289,12 @@ def compare_cotuning(group: Group, trials: int, seed: int = 1, rounds: int = 5,
     measure = measure or (lambda f: time_kernel(f, group.target))
     joint = cotune(group, trials, seed, measure)
     alone = tune_separately_then_fuse(group, trials, seed, measure)
-    configs = list(dict.fromkeys([joint.config, alone.config, GroupConfig(alone.config.knobs, joint.config.layout)]))
+    layout_only = GroupConfig(alone.config.knobs, joint.config.layout)
+    configs = list(dict.fromkeys([joint.config, alone.config, layout_only]))
     kernels = [group.fused(c) for c in configs]
     times: list[list[float]] = [[] for _ in configs]
     for _ in range(rounds):
         for t, k in zip(times, kernels):
             t.append(measure(k))
     median = {c: statistics.median(t) for c, t in zip(configs, times)}
-    layout_only = GroupConfig(alone.config.knobs, joint.config.layout)
     return CotuneReport(joint, alone, median[joint.config], median[alone.config], median[layout_only])

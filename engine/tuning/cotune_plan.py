@@ -52,6 +52,10 @@ class CotuneRecord:
     def speedup(self) -> float:
         return self.separate_ms / self.cotuned_ms
 
+    @property
+    def layout_speedup(self) -> float | None:
+        return self.separate_ms / self.layout_only_ms if self.layout_only_ms else None
+
     def to_json(self) -> dict:
         data = asdict(self)
         data["layout"] = asdict(self.layout)
@@ -67,8 +71,8 @@ class CotuneRecord:
                             data["separate_ms"], data["trials"], Kept(data["kept"]), data.get("layout_only_ms"))
 
     def note(self) -> str:
-        part = (f"; the co-tuned layout alone, separately tuned tiles: "
-                f"{self.separate_ms / self.layout_only_ms:.2f}x" if self.layout_only_ms else "")
+        part = (f"; the co-tuned layout alone, separately tuned tiles: {self.layout_speedup:.2f}x"
+                if self.layout_speedup else "")
         return (f"co-tuning {self.decision}: co-tuned {self.cotuned_ms:.3f} ms vs separately tuned then "
                 f"fused {self.separate_ms:.3f} ms ({self.speedup:.2f}x, {self.trials} trials each{part}); "
                 f"kept {self.kept.value}: {self.layout.describe()}, knobs {list(self.knobs)}")
