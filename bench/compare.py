@@ -100,7 +100,7 @@ def bench_model(spec: str, runs: int, stock_runs: int, cotune_trials: int = 0) -
     import tvm
     from tvm import relax
 
-    from engine.measure import onnxruntime_session
+    from engine.runtime.measure import onnxruntime_session
     from engine.relax_import import import_relax
     from engine.session import Session
     from engine.targets import get_target

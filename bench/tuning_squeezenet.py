@@ -22,7 +22,7 @@ import tvm
 from tvm import relax
 
 from engine.cores import configure_runtime
-from engine.measure import time_runs
+from engine.runtime.measure import time_runs
 from engine.pipeline import CompileOptions, Stage
 from engine.session import Session
 from engine.tuning import KernelTuner, TuneOptions

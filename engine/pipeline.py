@@ -2,73 +2,44 @@
 
     import -> fuse -> schedule -> apply plan -> build -> verify -> time
 
-Each stage reports through `progress(StageEvent)`; stage names are stable strings shown
-by the CLI and the TUI. `cancel` (a threading.Event) is checked between stages.
+Stages share one typed `CompileContext`: each stage reads the fields earlier stages
+filled and fills its own (listed on the stage function). Each reports through
+`progress(StageEvent)` (engine.events); `cancel` (a threading.Event) is checked between
+stages. `CompileResult` is the frozen summary the front ends get.
 """
 
 from __future__ import annotations
 
-import enum
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 import tvm
 from tvm import relax
 
 from engine.cores import cpu_threads
 from engine.errors import BlockwiseError, CompileError
+from engine.events import (STAGES, Cancelled, CompileOptions, ProgressFn, Stage, StageEvent,
+                           StageStatus)
 from engine.kernels import KernelCall, list_kernels, trace_fusion
-from engine.measure import KernelTime, Latency, onnxruntime_session, profile_kernels, time_runs
 from engine.model import Model
 from engine.opgraph import OperatorGraph
+from engine.parallel.apply import PlanOutcome, apply_plan
 from engine.relax_import import import_relax, propagate_owners
-from engine.targets import TargetSpec, get_target
-from engine.verify import Verification, locate_mismatch, compare_outputs
+from engine.runtime.measure import KernelTime, Latency, onnxruntime_session, profile_kernels, time_runs
+from engine.runtime.verify import Verification, compare_outputs, locate_mismatch
+from engine.targets import HOST_TARGET, TargetSpec, get_target
 
 
-class Stage(str, enum.Enum):
-    IMPORT = "import"
-    FUSE = "fuse"
-    SCHEDULE = "schedule"
-    APPLY_PLAN = "apply plan"
-    BUILD = "build"
-    VERIFY = "verify"
-    TIME = "time"
+@dataclass(frozen=True, eq=False)
+class DeviceRun:
+    """The built model loaded where it runs (device, or the host in emulation), with the
+    verification inputs: what verify hands to time."""
 
-
-STAGES = tuple(Stage)
-
-
-@dataclass(frozen=True)
-class StageEvent:
-    stage: Stage
-    status: str  # "start" | "done" | "skip" | "fail"
-    seconds: float = 0.0
-    message: str = ""
-
-
-class Cancelled(BlockwiseError):
-    """The compile was cancelled between stages."""
-
-
-@dataclass(frozen=True)
-class CompileOptions:
-    target: str = "llvm"
-    arch: str | None = None
-    runs: int = 20
-    rtol: float = 1e-3
-    atol: float = 1e-4
-    seed: int = 0
-    timing: bool = True
-    stop_after: Stage | None = None  # e.g. Stage.SCHEDULE for analyses of scheduled kernels
-    # A function IRModule -> IRModule applying approved fusion decisions (engine.fusion);
-    # None skips the stage.
-    apply_plan: Callable[[tvm.IRModule, "CompileContext"], tvm.IRModule] | None = None
-    # A function IRModule -> IRModule scheduling some kernels (engine.tuning.KernelTuner),
-    # run first in the schedule stage; kernels it leaves unscheduled get the default.
-    tune: Callable[[tvm.IRModule, "CompileContext"], tvm.IRModule] | None = None
+    vm: object
+    dev: object
+    args: tuple
+    inputs: dict  # name -> numpy array, the onnxruntime reference's inputs
 
 
 @dataclass
@@ -79,21 +50,29 @@ class CompileContext:
     graph: OperatorGraph
     spec: TargetSpec
     options: CompileOptions
-    target: tvm.target.Target | None = None
-    mod: tvm.IRModule | None = None
-    kernels: tuple[KernelCall, ...] = ()
-    executable: object = None
-    ran_on: str = ""  # the device kind ("cpu", "cuda") or "host emulation"
-    notes: list[str] = field(default_factory=list)
-    # decision id -> co-tuned layout of its fused kernel (engine.tuning.cotune_plan)
-    fusion_layouts: dict[str, object] = field(default_factory=dict)
+    progress: ProgressFn
+    target: tvm.target.Target | None = None  # import
+    mod: tvm.IRModule | None = None  # import, replaced by each stage that changes it
+    owner: dict = field(default_factory=dict)  # import: Relax var -> operator id
+    unscheduled: tvm.IRModule | None = None  # fuse: the fused module before scheduling
+    kernels: tuple[KernelCall, ...] = ()  # fuse; schedule and apply plan relist them
+    tuning: object = None  # schedule: engine.tuning.hook.TuneOutcome when tuning ran
+    fusion: PlanOutcome | None = None  # apply plan
+    executable: object = None  # build
+    ran_on: str = ""  # verify: the device kind ("cpu", "cuda") or "host emulation"
+    run: DeviceRun | None = None  # verify
+    verification: Verification | None = None  # verify
+    kernel_times: tuple[KernelTime, ...] = ()  # time
+    latency: Latency | None = None  # time
+    ort_latency: Latency | None = None  # time
+    notes: list[str] = field(default_factory=list)  # any stage
 
 
 @dataclass(frozen=True)
 class StageRecord:
     stage: Stage
     seconds: float
-    status: str
+    status: StageStatus
     message: str = ""
 
 
@@ -110,6 +89,9 @@ class CompileResult:
     verification: Verification | None  # None when stopped before the verify stage
     ran_on: str
     notes: tuple[str, ...]
+    fusion: PlanOutcome | None = None  # what the apply-plan stage did with each decision
+    tuning: object = None  # engine.tuning.tuner.TuneReport when kernels were tuned
+    cotuned: tuple = ()  # engine.tuning.cotune_plan.CotuneRecord per co-tuned decision
     executable: object = field(repr=False, default=None)
     module: tvm.IRModule | None = field(repr=False, default=None)
 
@@ -118,51 +100,54 @@ class CompileResult:
         return len(self.kernels)
 
 
-ProgressFn = Callable[[StageEvent], None]
-
-
 def compile_model(model: Model, graph: OperatorGraph, options: CompileOptions,
                   progress: ProgressFn | None = None,
                   cancel: threading.Event | None = None) -> CompileResult:
     """Run every stage; raises BlockwiseError subclasses with one-line messages."""
     progress = progress or (lambda event: None)
-    spec = get_target(options.target)
-    ctx = CompileContext(model, graph, spec, options)
+    ctx = CompileContext(model, graph, get_target(options.target), options, progress)
     records: list[StageRecord] = []
-    outputs: dict[str, object] = {}
+
+    def record(stage: Stage, status: StageStatus, seconds: float = 0.0, message: str = "") -> None:
+        records.append(StageRecord(stage, seconds, status, message))
+        progress(StageEvent(stage, status, seconds, message))
+
     for stage, run in _STAGE_FUNCS:
         if cancel is not None and cancel.is_set():
             raise Cancelled(f"compile cancelled before stage '{stage.value}'")
-        if stage is Stage.APPLY_PLAN and options.apply_plan is None:
-            records.append(StageRecord(stage, 0.0, "skip", "no plan"))
-            progress(StageEvent(stage, "skip", message="no plan"))
+        skip = _skip_reason(stage, options)
+        if skip:
+            record(stage, StageStatus.SKIP, message=skip)
             continue
-        if stage is Stage.TIME and not options.timing:
-            records.append(StageRecord(stage, 0.0, "skip", "timing off"))
-            progress(StageEvent(stage, "skip", message="timing off"))
-            continue
-        progress(StageEvent(stage, "start"))
+        progress(StageEvent(stage, StageStatus.START))
         start = time.perf_counter()
         try:
-            message = run(ctx, outputs) or ""
+            message = run(ctx) or ""
         except BlockwiseError as err:
-            progress(StageEvent(stage, "fail", time.perf_counter() - start, str(err)))
+            progress(StageEvent(stage, StageStatus.FAIL, time.perf_counter() - start, str(err)))
             raise
         except Exception as err:
             first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
-            progress(StageEvent(stage, "fail", time.perf_counter() - start, first))
+            progress(StageEvent(stage, StageStatus.FAIL, time.perf_counter() - start, first))
             raise CompileError(f"stage '{stage.value}' failed: {first}") from err
-        seconds = time.perf_counter() - start
-        records.append(StageRecord(stage, seconds, "done", message))
-        progress(StageEvent(stage, "done", seconds, message))
+        record(stage, StageStatus.DONE, time.perf_counter() - start, message)
         if stage is options.stop_after:
             break
+    tuning = ctx.tuning
     return CompileResult(
-        model=model.name, target=spec.name, target_detail=str(ctx.target), stages=tuple(records),
-        kernels=ctx.kernels, kernel_times=outputs.get("kernel_times", ()),
-        latency=outputs.get("latency"), onnxruntime_latency=outputs.get("ort_latency"),
-        verification=outputs.get("verification"), ran_on=ctx.ran_on, notes=tuple(ctx.notes),
-        executable=ctx.executable, module=ctx.mod)
+        model=model.name, target=ctx.spec.name, target_detail=str(ctx.target), stages=tuple(records),
+        kernels=ctx.kernels, kernel_times=ctx.kernel_times, latency=ctx.latency,
+        onnxruntime_latency=ctx.ort_latency, verification=ctx.verification, ran_on=ctx.ran_on,
+        notes=tuple(ctx.notes), fusion=ctx.fusion, tuning=tuning.report if tuning else None,
+        cotuned=tuning.cotuned if tuning else (), executable=ctx.executable, module=ctx.mod)
+
+
+def _skip_reason(stage: Stage, options: CompileOptions) -> str:
+    if stage is Stage.APPLY_PLAN and options.plan is None:
+        return "no plan"
+    if stage is Stage.TIME and not options.timing:
+        return "timing off"
+    return ""
 
 
 # --- stages -------------------------------------------------------------------------------
@@ -177,31 +162,38 @@ def fuse_module(mod: tvm.IRModule) -> tvm.IRModule:
     return relax.transform.FuseTIR()(relax.transform.FuseOps()(tvm.transform.Sequential(_PRE_FUSION)(mod)))
 
 
-def _import(ctx: CompileContext, out: dict) -> str:
+def _import(ctx: CompileContext) -> str:
+    """Fills target, mod (Relax), owner."""
     ctx.target = ctx.spec.target(ctx.options.arch)
     imported = import_relax(ctx.model, ctx.graph)
-    out["owner"] = imported.owner
+    ctx.owner = imported.owner
     ctx.mod = imported.mod
     return f"{len(imported.owner)} Relax bindings from {len(ctx.graph.nodes)} operators"
 
 
-def _fuse(ctx: CompileContext, out: dict) -> str:
+def _fuse(ctx: CompileContext) -> str:
+    """Fills mod (fused kernels), unscheduled, kernels."""
     with ctx.target:
         unfused = tvm.transform.Sequential(_PRE_FUSION)(ctx.mod)
-        known = {b.var: out["owner"][b.var] for blk in unfused["main"].body.blocks
-                 for b in blk.bindings if b.var in out["owner"]}
+        known = {b.var: ctx.owner[b.var] for blk in unfused["main"].body.blocks
+                 for b in blk.bindings if b.var in ctx.owner}
         fused = relax.transform.FuseOps()(unfused)
         ops_of = trace_fusion(unfused, fused, propagate_owners(unfused["main"], known))
         # Reshape kernels become views (no launch), as the build would make them anyway.
         ctx.mod = relax.transform.RewriteDataflowReshape()(relax.transform.FuseTIR()(fused))
     ctx.kernels = list_kernels(ctx.mod, ops_of)
-    out["unscheduled"] = ctx.mod
+    ctx.unscheduled = ctx.mod
     return f"{len(ctx.kernels)} kernels"
 
 
-def _schedule(ctx: CompileContext, out: dict) -> str:
-    if ctx.options.tune is not None:
-        ctx.mod = ctx.options.tune(ctx.mod, ctx)
+def _schedule(ctx: CompileContext) -> str:
+    """Fills tuning (when asked), mod (scheduled), kernels (renamed by prepacking)."""
+    if ctx.options.tuning is not None:
+        from engine.tuning.hook import tune_kernels  # loads MetaSchedule: only when tuning
+
+        ctx.tuning = tune_kernels(ctx.mod, ctx, ctx.options.tuning, ctx.options.plan)
+        ctx.mod = ctx.tuning.module
+        ctx.notes.extend(ctx.tuning.notes)
     ctx.mod = ctx.spec.schedule(ctx.mod, ctx.target)
     # Scheduling may prepack weights and rename kernels (`_prepacked`): re-list the calls
     # with the same operators, by position among kernel calls.
@@ -215,12 +207,17 @@ def _schedule(ctx: CompileContext, out: dict) -> str:
     return f"{ctx.spec.name} schedules for {len({k.func for k in ctx.kernels})} kernels"
 
 
-def _apply_plan(ctx: CompileContext, out: dict) -> str:
-    ctx.mod = ctx.options.apply_plan(ctx.mod, ctx)
+def _apply_plan(ctx: CompileContext) -> str:
+    """Fills fusion, mod (fused decisions), kernels."""
+    layouts = ctx.tuning.layouts if ctx.tuning is not None else {}
+    applied = apply_plan(ctx.options.plan, ctx.mod, ctx, layouts)
+    ctx.mod, ctx.kernels, ctx.fusion = applied.module, applied.kernels, applied.outcome
+    ctx.notes.extend(applied.outcome.summary_notes())
     return f"{len(ctx.kernels)} kernels after the plan"
 
 
-def _build(ctx: CompileContext, out: dict) -> str:
+def _build(ctx: CompileContext) -> str:
+    """Fills executable."""
     ctx.executable = tvm.compile(ctx.mod, target=ctx.target)
     check = ctx.spec.check_codegen(ctx.executable, ctx.target)
     if check:
@@ -228,7 +225,8 @@ def _build(ctx: CompileContext, out: dict) -> str:
     return check or str(ctx.target.kind.name)
 
 
-def _verify(ctx: CompileContext, out: dict) -> str:
+def _verify(ctx: CompileContext) -> str:
+    """Fills ran_on, run, verification."""
     model, opts = ctx.model, ctx.options
     inputs = model.random_inputs(opts.seed)
     sess = onnxruntime_session(model.proto.SerializeToString(), threads=cpu_threads())
@@ -236,39 +234,32 @@ def _verify(ctx: CompileContext, out: dict) -> str:
     # freed before our runs: an idle onnxruntime session in the process slowed TVM's
     # thread pool (squeezenet, 2 cores: 2.54 -> 4.08 ms); _time makes its own afterwards
     del sess
-    out["ort_inputs"] = inputs
     if ctx.spec.device_present():
-        ctx.ran_on = ctx.spec.device_kind
-        vm, dev = _vm(ctx.executable, ctx.spec.device())
+        ctx.ran_on, executable, dev = ctx.spec.device_kind, ctx.executable, ctx.spec.device()
     else:
         if not ctx.spec.host_emulation:
             raise CompileError(f"no {ctx.spec.device_kind} device present to run the {ctx.spec.name} build")
-        from engine.gpu_emulation import emulate_on_cpu
-
-        ctx.ran_on = "host emulation"
-        host = get_target("llvm").target(None)
-        emulated = tvm.compile(emulate_on_cpu(ctx.mod), target=host)
-        vm, dev = _vm(emulated, tvm.cpu())
+        ctx.ran_on, executable, dev = "host emulation", ctx.spec.host_build(ctx.mod, ctx.target), tvm.cpu()
         ctx.notes.append(f"no {ctx.spec.device_kind} device: kernels verified on the CPU with "
                          "thread bindings turned into loops; no device timing")
-    out["vm"], out["dev"] = vm, dev
-    args = [tvm.runtime.tensor(inputs[spec.name], dev) for spec in model.inputs]
-    out["args"] = args
+    vm = relax.VirtualMachine(executable, dev)
+    args = tuple(tvm.runtime.tensor(inputs[spec.name], dev) for spec in model.inputs)
+    ctx.run = DeviceRun(vm, dev, args, inputs)
     actual = _as_list(vm["main"](*args))
     verification = compare_outputs(model.outputs, expected, [a.numpy() for a in actual], opts.rtol, opts.atol)
     if not verification.passed:
-        verification = replace(verification, first_bad_kernel=locate_mismatch(ctx, out, inputs))
-        out["verification"] = verification
-        raise CompileError(verification.summary())
-    out["verification"] = verification
+        ctx.verification = replace(verification, first_bad_kernel=locate_mismatch(ctx))
+        raise CompileError(ctx.verification.summary())
+    ctx.verification = verification
     return verification.summary()
 
 
-def _time(ctx: CompileContext, out: dict) -> str:
+def _time(ctx: CompileContext) -> str:
+    """Fills kernel_times, latency, ort_latency (device runs only)."""
     if ctx.ran_on != ctx.spec.device_kind:
         ctx.notes.append("timing skipped: kernels ran in host emulation, not on the device")
         return "skipped (no device)"
-    vm, dev, args = out["vm"], out["dev"], out["args"]
+    vm, dev, args = ctx.run.vm, ctx.run.dev, ctx.run.args
     runs = ctx.options.runs
     kernel_names = {k.func for k in ctx.kernels}
 
@@ -279,23 +270,25 @@ def _time(ctx: CompileContext, out: dict) -> str:
         vm["main"](*args)
         dev.sync()
 
-    out["kernel_times"] = profile_kernels(vm, run, runs=max(3, runs // 2), sync=sync,
-                                         names=kernel_names)
-    out["latency"] = time_runs(run, runs)
+    ctx.kernel_times = tuple(profile_kernels(vm, run, runs=max(3, runs // 2), sync=sync,
+                                             names=kernel_names))
+    ctx.latency = time_runs(run, runs)
     sess = onnxruntime_session(ctx.model.proto.SerializeToString(), threads=cpu_threads())
-    inputs = out["ort_inputs"]
-    out["ort_latency"] = time_runs(lambda: sess.run(None, inputs), runs)
-    ratio = out["latency"].median_ms / out["ort_latency"].median_ms
-    return f"{out['latency'].median_ms:.2f} ms vs onnxruntime {out['ort_latency'].median_ms:.2f} ms ({ratio:.2f}x)"
+    inputs = ctx.run.inputs
+    ctx.ort_latency = time_runs(lambda: sess.run(None, inputs), runs)
+    ratio = ctx.latency.median_ms / ctx.ort_latency.median_ms
+    return f"{ctx.latency.median_ms:.2f} ms vs onnxruntime {ctx.ort_latency.median_ms:.2f} ms ({ratio:.2f}x)"
 
 
 _STAGE_FUNCS = [(Stage.IMPORT, _import), (Stage.FUSE, _fuse), (Stage.SCHEDULE, _schedule),
                 (Stage.APPLY_PLAN, _apply_plan), (Stage.BUILD, _build), (Stage.VERIFY, _verify),
                 (Stage.TIME, _time)]
+assert tuple(s for s, _ in _STAGE_FUNCS) == STAGES
 
 
-def _vm(executable, dev):
-    return relax.VirtualMachine(executable, dev), dev
+def host_target() -> tvm.target.Target:
+    """The llvm target of this machine's CPU (reference builds, emulation)."""
+    return get_target(HOST_TARGET).target(None)
 
 
 def _as_list(value) -> list:
@@ -304,5 +297,5 @@ def _as_list(value) -> list:
     return [value]
 
 
-__all__ = ["Stage", "STAGES", "StageEvent", "CompileOptions", "CompileResult", "compile_model",
-           "Cancelled"]
+__all__ = ["Stage", "STAGES", "StageEvent", "StageStatus", "CompileOptions", "CompileResult",
+           "CompileContext", "compile_model", "Cancelled"]

@@ -1,4 +1,11 @@
-"""Compilation targets as data: one TargetSpec per target, no per-target code paths elsewhere."""
+"""Compilation targets as data: one `TargetSpec` row per target.
+
+Everything a target varies lives in its row, as callables: how to make the TVM target,
+its default schedules, its fusion code generators, its cost model, how its build runs on
+this host when the device is absent, the check of its generated code, and capability flags.
+Adding a target is one row here and one folder of code (engine/schedule/<target>,
+engine/parallel/codegen/<target>.py); nothing else branches on a target's name.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,10 @@ from typing import Callable
 import tvm
 
 from engine.errors import CompileError
+from engine.parallel.codegen import CPU_CODEGEN, GPU_CODEGEN, FusionCodegen
+from engine.parallel.gain import CostModel, cpu_cost_model, gpu_cost_model
+from engine.schedule.cpu import rules as cpu_rules
+from engine.schedule import gpu as gpu_schedule
 
 
 @dataclass(frozen=True)
@@ -16,9 +27,24 @@ class TargetSpec:
     device_kind: str  # tvm device kind for running
     block_axis: str  # what a "block" is in this target's kernels
     make: Callable[[str | None], tvm.target.Target]  # arch option -> Target
-    scheduler: str  # module path of `schedule_module(mod, target)`
-    host_emulation: bool  # verify by running the scheduled kernels on the CPU when no device
-    codegen_check: str | None = None  # "module:function(executable, target) -> message"
+    scheduler: Callable[[tvm.IRModule, tvm.target.Target], tvm.IRModule]  # default schedules
+    # (PrimFunc, target) -> its default schedule or None; None: schedule one-kernel modules
+    # with `scheduler` (tuning measures the default of each kernel through schedule_one)
+    kernel_scheduler: Callable[[object, tvm.target.Target], object] | None
+    fusion: FusionCodegen  # horizontal and block-level vertical fusion code generators
+    cost_model: Callable[[tvm.target.Target], CostModel]  # estimates of fusion gains
+    # Build a scheduled module to run on this host's CPU (verification, fusion checks):
+    # the llvm build itself, or GPU kernels with thread bindings turned into loops.
+    host_build: Callable[[tvm.IRModule, tvm.target.Target], object]
+    host_emulation: bool  # verify through host_build when the device is absent
+    codegen_check: Callable[[object, tvm.target.Target], str] | None = None  # (executable, target) -> note
+    times_fusion: bool = False  # the applier times unfused and fused builds on the device
+    cotunes: bool = False  # co-tuning of fused groups (engine.tuning.cotune) supports it
+    arch_help: str = ""
+
+    @property
+    def fuses_vertically(self) -> bool:
+        return self.fusion.fuses_vertically
 
     def target(self, arch: str | None = None) -> tvm.target.Target:
         return self.make(arch)
@@ -30,17 +56,17 @@ class TargetSpec:
         return bool(tvm.runtime.enabled(self.device_kind)) and self.device().exist
 
     def schedule(self, mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
-        return _resolve(f"{self.scheduler}:schedule_module")(mod, target)
+        return self.scheduler(mod, target)
+
+    def schedule_one(self, wmod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule | None:
+        """The default schedule of a one-kernel module {"main": PrimFunc}, or None."""
+        if self.kernel_scheduler is None:
+            return self.scheduler(wmod, target)
+        func = self.kernel_scheduler(wmod["main"], target)
+        return tvm.IRModule({"main": func}) if func is not None else None
 
     def check_codegen(self, executable, target: tvm.target.Target) -> str:
-        return _resolve(self.codegen_check)(executable, target) if self.codegen_check else ""
-
-
-def _resolve(ref: str):
-    import importlib
-
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
+        return self.codegen_check(executable, target) if self.codegen_check else ""
 
 
 def _llvm(arch: str | None) -> tvm.target.Target:
@@ -66,12 +92,28 @@ def _cuda(arch: str | None) -> tvm.target.Target:
     return tvm.target.Target(arch)  # a full tag such as nvidia/nvidia-a100
 
 
+def _native_build(mod: tvm.IRModule, target: tvm.target.Target):
+    return tvm.compile(mod, target=target)
+
+
+def _emulated_build(mod: tvm.IRModule, target: tvm.target.Target):
+    from engine.runtime.emulation import emulate_on_cpu
+
+    return tvm.compile(emulate_on_cpu(mod), target=_llvm(None))
+
+
 TARGETS: dict[str, TargetSpec] = {
-    "llvm": TargetSpec("llvm", "cpu", "chunk of the outer parallel loop", _llvm,
-                       "engine.cpu_schedule", host_emulation=False),
-    "cuda": TargetSpec("cuda", "cuda", "blockIdx", _cuda, "engine.gpu_schedule",
-                       host_emulation=True, codegen_check="engine.gpu_schedule:check_with_nvcc"),
+    "llvm": TargetSpec("llvm", "cpu", "chunk of the outer parallel loop", _llvm, cpu_rules.schedule_module,
+                       cpu_rules.schedule_func, CPU_CODEGEN, cpu_cost_model, _native_build, host_emulation=False,
+                       times_fusion=True, cotunes=True, arch_help="llvm -mcpu name (default: this CPU)"),
+    "cuda": TargetSpec("cuda", "cuda", "blockIdx", _cuda, gpu_schedule.schedule_module, None, GPU_CODEGEN,
+                       gpu_cost_model, _emulated_build, host_emulation=True,
+                       codegen_check=gpu_schedule.check_with_nvcc,
+                       arch_help="sm_90 (default), sm_80, sm_86 or a tag such as nvidia/nvidia-a100"),
 }
+
+TARGET_NAMES: tuple[str, ...] = tuple(TARGETS)
+HOST_TARGET = "llvm"  # the target whose builds run on this machine's CPU
 
 
 def get_target(name: str) -> TargetSpec:

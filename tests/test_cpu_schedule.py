@@ -10,7 +10,7 @@ import pytest
 import tvm
 from tvm import relax
 
-from engine.cpu_schedule import RULES, schedule_func, schedule_module
+from engine.schedule.cpu.rules import RULES, schedule_func, schedule_module
 from engine.pipeline import fuse_module
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})

@@ -12,8 +12,8 @@ import tvm
 from tvm import relax
 from tvm.script import tirx as T
 
-from engine.gpu_emulation import EmulationError, emulate_func, emulate_on_cpu, thread_bound_loops
-from engine.gpu_schedule import OP_PATTERN_OPAQUE, cuda_source, is_thread_bound, schedule_module, thread_tags
+from engine.runtime.emulation import EmulationError, emulate_func, emulate_on_cpu, thread_bound_loops
+from engine.schedule.gpu import OP_PATTERN_OPAQUE, cuda_source, is_thread_bound, schedule_module, thread_tags
 from engine.model import load_model
 from engine.opgraph import build_operator_graph
 from engine.pipeline import fuse_module

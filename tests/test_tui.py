@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 import engine.pipeline  # noqa: F401  (imports TVM once, before any timed interaction)
-from engine.measure import KernelTime, Latency
+from engine.runtime.measure import KernelTime, Latency
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.blocks_view import BlocksView
 from workbench.tui.compile_panel import CompilePanel

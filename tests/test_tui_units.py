@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.measure import KernelTime
+from engine.runtime.measure import KernelTime
 from workbench.tui.facts import DecisionRow, Status, measured_gains, op_times
 from workbench.tui.graph_canvas import neighbourhood
 from workbench.tui.graph_view import search_graph

@@ -9,7 +9,7 @@ from tvm.s_tir import meta_schedule as ms
 from engine.pipeline import CompileOptions, Stage
 from engine.session import Session
 from engine.targets import get_target
-from engine.parallel.codegen_cpu import CpuLayout
+from engine.parallel.codegen.cpu import CpuLayout
 from engine.parallel.tir_util import count
 from engine.tuning.cotune import Group, GroupConfig, cotune, tune_separately_then_fuse
 from tests.conftest import SAMPLES
@@ -83,7 +83,7 @@ def test_cotune_finds_the_layout_a_cost_model_prefers(group):
 
 
 def test_matmul_members_have_tile_knobs_and_the_default_first():
-    from engine.cpu_schedule import schedule_func
+    from engine.schedule.cpu.rules import schedule_func
     from engine.tuning.knobs import member_variants
 
     mod = Session(str(SAMPLES / "mha_block.onnx")).compile(CompileOptions(stop_after=Stage.FUSE)).module

@@ -177,7 +177,7 @@ def pack_model(spec: str, args, dest: Path) -> dict:
     """Compile and export one model into `dest`; returns its manifest entry."""
     from onnx import save
 
-    from engine.measure import onnxruntime_session
+    from engine.runtime.measure import onnxruntime_session
     from engine.opgraph import build_operator_graph
     from engine.pipeline import CompileOptions, Stage, compile_model
     from engine.session import Session
@@ -204,7 +204,7 @@ def pack_model(spec: str, args, dest: Path) -> dict:
     files = {"lib": "lib.so", "onnx": "model.onnx", "inputs": "inputs.npz", "reference": "reference.npz"}
     result.executable.export_library(str(dest / files["lib"]))
     if args.target == "cuda":
-        from engine.gpu_schedule import cuda_source, nvcc_compile
+        from engine.schedule.gpu import cuda_source, nvcc_compile
 
         source = cuda_source(result.executable)
         target = _cuda_target(args.arch)

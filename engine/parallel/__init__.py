@@ -1,19 +1,12 @@
-"""Parallel structure detection and horizontal fusion of parallel operators (Magneto-style).
+"""Parallel structure detection and fusion of parallel operators (Magneto-style) and of
+block-level one-to-one producer/consumer pairs (BlockDepend-style).
 
     propose(session, target) -> Proposal(groups, plan)     facts + choices, IR untouched
     FusionPlan.with_approval("all"|"none"|"d0,d2")           choices
-    PlanApplier(plan)  as CompileOptions.apply_plan          executes approved decisions,
+    apply_plan(plan, mod, ctx)  in the "apply plan" stage    executes approved decisions,
                                                              verifies, rolls back failures
-Files: kernel_graph (dependencies), detection (ParallelGroup), plan (FusionPlan JSON),
-propose, gain (estimates), codegen_cpu / codegen_gpu (one fused PrimFunc per decision),
-relax_rewrite (the call site in main), apply (verify, roll back, measure).
+Files: kernel_graph (dependencies), detection (ParallelGroup), plan (FusionPlan JSON, no
+TVM), propose, vertical (block-level pairs), gain (estimates), codegen/{cpu,gpu} (one fused
+PrimFunc per decision), relax_rewrite (the call site in main), apply (verify, roll back,
+measure). Import the module you need; this package imports none of them (no cycles).
 """
-
-from engine.parallel.detection import Legality, MemberInfo, ParallelGroup, Stage, detect_parallel_groups
-from engine.parallel.plan import (DecisionId, DecisionKind, DecisionStatus, FusionDecision, FusionPlan,
-                                  load_plan, validate_plan)
-from engine.parallel.propose import Proposal, propose
-
-__all__ = ["Legality", "MemberInfo", "ParallelGroup", "Stage", "detect_parallel_groups", "DecisionId",
-           "DecisionKind", "DecisionStatus", "FusionDecision", "FusionPlan", "load_plan",
-           "validate_plan", "Proposal", "propose"]

@@ -1,20 +1,21 @@
 """Execute a plan's approved decisions inside the compile pipeline ("apply plan" stage).
 
-`PlanApplier(plan)` is a `CompileOptions.apply_plan`: given the scheduled module it
+`apply_plan(plan, mod, ctx, layouts)`: given the scheduled module it
 1. generates one fused kernel per approved decision and rewrites `main` (a decision whose
    code generation fails is rejected with the reason, the others go on);
 2. verifies the whole fused model against onnxruntime (CUDA without a GPU: on the CPU
-   through engine.gpu_emulation); on failure it retries the decisions one by one on top
+   through engine.runtime.emulation); on failure it retries the decisions one by one on top
    of those already kept, keeps the passing ones and rolls back the others, with reasons;
-3. measures (llvm, when timing is on) the unfused and the fused builds in the same run:
-   each fused kernel against the sum of its members' kernel times, and end to end.
-`applier.outcome` holds what happened (PlanOutcome), for the report.
+3. measures (targets that time fusion, on their device, when timing is on) the unfused
+   and the fused builds in the same run: each fused kernel against the sum of its
+   members' kernel times, and end to end.
+It returns the fused module, its kernel calls and what happened (PlanOutcome).
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import tvm
@@ -22,8 +23,7 @@ from tvm import relax
 
 from engine.errors import BlockwiseError
 from engine.kernels import KernelCall
-from engine.parallel.apply_measure import measure_effect
-from engine.parallel.codegen import codegen_for
+from engine.runtime.measure import profile_kernels, time_runs
 from engine.parallel.kernel_graph import call_args, is_call_tir, key, main_bindings
 from engine.parallel.plan import DecisionKind, FusionDecision, FusionPlan, validate_plan
 from engine.parallel.relax_rewrite import call_of, member_vars, replace_with_fused
@@ -62,6 +62,13 @@ class PlanOutcome:
     fused_ms: float | None = None
     notes: tuple[str, ...] = ()
 
+    def applied(self) -> int:
+        return sum(d.result is DecisionResult.APPLIED for d in self.decisions)
+
+    def summary_notes(self) -> list[str]:
+        return [f"fusion plan: {self.applied()} of {len(self.decisions)} decisions applied, launches "
+                f"{self.launches_before} -> {self.launches_after}", *self.notes]
+
     def to_json(self) -> dict:
         return {"launches_before": self.launches_before, "launches_after": self.launches_after,
                 "verified": self.verified, "unfused_latency_ms": self.unfused_ms,
@@ -73,82 +80,95 @@ class PlanOutcome:
                               for d in self.decisions]}
 
 
-@dataclass
-class PlanApplier:
-    plan: FusionPlan
-    verify_each: bool = True
-    outcome: PlanOutcome | None = field(default=None, init=False)
+@dataclass(frozen=True, eq=False)
+class AppliedPlan:
+    module: tvm.IRModule
+    kernels: tuple[KernelCall, ...]
+    outcome: PlanOutcome
 
-    def __call__(self, mod: tvm.IRModule, ctx) -> tvm.IRModule:
-        validate_plan(self.plan, ctx.model.name, ctx.spec.name, ctx.kernels)
-        base, base_kernels = mod, ctx.kernels
-        vars_of = {d.id: member_vars(base, d.kernels) for d in self.plan.approved()}
-        results: dict[str, DecisionOutcome] = {
-            d.id: DecisionOutcome(d.id, DecisionResult.NOT_APPROVED, d.reason or "not approved")
-            for d in self.plan.decisions if d not in self.plan.approved()}
-        kept: list[FusionDecision] = []
-        fused, names = base, {}
-        for d in self.plan.approved():
-            try:
-                fused, names[d.id] = self._fuse(fused, d, vars_of[d.id], ctx)
-                kept.append(d)
-            except BlockwiseError as err:
-                results[d.id] = DecisionOutcome(d.id, DecisionResult.CODEGEN_REJECTED, str(err))
-            except Exception as err:  # TVM errors: keep the first line
-                first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-                results[d.id] = DecisionOutcome(d.id, DecisionResult.CODEGEN_REJECTED, first)
-        verified = "nothing to verify"
-        if kept:
-            oracle = _Oracle(ctx)
-            ok, verified = oracle.check(fused)
-            if not ok:  # roll back: try the decisions one by one on top of the kept ones
-                fused, good = base, []
-                for d in kept:
-                    trial, name = self._fuse(fused, d, vars_of[d.id], ctx)
-                    passed, why = oracle.check(trial)
-                    if passed:
-                        fused, names[d.id] = trial, name
-                        good.append(d)
-                    else:
-                        results[d.id] = DecisionOutcome(d.id, DecisionResult.ROLLED_BACK, why)
-                kept = good
-                verified = f"{len(good)} decision(s) kept after one-by-one verification"
-        ctx.kernels = _relist(fused, base, base_kernels)
-        for d in kept:
-            results[d.id] = DecisionOutcome(d.id, DecisionResult.APPLIED, "", names[d.id],
-                                            len(d.members), 1)
-        outcome = PlanOutcome(tuple(results[d.id] for d in self.plan.decisions), len(base_kernels),
-                              len(ctx.kernels), verified)
-        if kept:
-            outcome = measure_effect(outcome, base, fused, kept, names, base_kernels, ctx)
-        self.outcome = outcome
-        ctx.notes.append(f"fusion plan: {sum(d.result is DecisionResult.APPLIED for d in outcome.decisions)}"
-                         f" of {len(self.plan.decisions)} decisions applied, launches "
-                         f"{outcome.launches_before} -> {outcome.launches_after}")
-        ctx.notes.extend(outcome.notes)
-        return fused
 
-    def _fuse(self, mod, d: FusionDecision, members, ctx):
-        calls = [call_of(mod, v) for v in members]
-        if any(c is None for c in calls):
-            raise BlockwiseError(f"{d.id}: a member was already fused by another decision")
-        funcs = [c.args[0].name_hint for c in calls]
-        codegen = codegen_for(ctx.spec.name)
-        if d.kind is DecisionKind.VERTICAL_BLOCK:
-            prim = codegen.vertical(mod[funcs[0]], mod[funcs[1]], funcs, d.evidence.link)
-            name = f"vfused_{d.id}"
-        else:
-            prim = codegen.fuse([mod[f] for f in funcs], funcs, ctx.target, ctx.fusion_layouts.get(d.id))
-            name = f"hfused_{d.id}"
-        new, _ = replace_with_fused(mod, members, prim, name)
-        return new, name
+def apply_plan(plan: FusionPlan, mod: tvm.IRModule, ctx, layouts=None) -> AppliedPlan:
+    """Fuse `plan`'s approved decisions into the scheduled `mod`. `ctx`: the pipeline's
+    CompileContext (model, spec, target, kernels, options); `layouts`: decision id ->
+    co-tuned layout of its fused kernel (engine.tuning.hook)."""
+    validate_plan(plan, ctx.model.name, ctx.spec.name, ctx.kernels)
+    layouts = layouts or {}
+    base, base_kernels = mod, ctx.kernels
+    vars_of = {d.id: member_vars(base, d.kernels) for d in plan.approved()}
+    results: dict[str, DecisionOutcome] = {
+        d.id: DecisionOutcome(d.id, DecisionResult.NOT_APPROVED, d.reason or "not approved")
+        for d in plan.decisions if d not in plan.approved()}
+
+    def fuse_or_reject(current, d: FusionDecision):
+        """(module, fused kernel name), or None with the decision's result recorded."""
+        try:
+            return _fuse(current, d, vars_of[d.id], ctx, layouts.get(d.id))
+        except BlockwiseError as err:
+            results[d.id] = DecisionOutcome(d.id, DecisionResult.CODEGEN_REJECTED, str(err))
+        except Exception as err:  # TVM errors: keep the first line
+            results[d.id] = DecisionOutcome(d.id, DecisionResult.CODEGEN_REJECTED, _first_line(err))
+        return None
+
+    kept: list[FusionDecision] = []
+    fused, names = base, {}
+    for d in plan.approved():
+        made = fuse_or_reject(fused, d)
+        if made is not None:
+            fused, names[d.id] = made
+            kept.append(d)
+    verified = "nothing to verify"
+    if kept:
+        oracle = _Oracle(ctx)
+        ok, verified = oracle.check(fused)
+        if not ok:  # roll back: try the decisions one by one on top of the kept ones
+            fused, good = base, []
+            for d in kept:
+                made = fuse_or_reject(fused, d)  # a failure here costs this decision only
+                if made is None:
+                    continue
+                passed, why = oracle.check(made[0])
+                if passed:
+                    fused, names[d.id] = made
+                    good.append(d)
+                else:
+                    results[d.id] = DecisionOutcome(d.id, DecisionResult.ROLLED_BACK, why)
+            kept = good
+            verified = f"{len(good)} decision(s) kept after one-by-one verification"
+    kernels = _relist(fused, base, base_kernels)
+    for d in kept:
+        results[d.id] = DecisionOutcome(d.id, DecisionResult.APPLIED, "", names[d.id], len(d.members), 1)
+    outcome = PlanOutcome(tuple(results[d.id] for d in plan.decisions), len(base_kernels), len(kernels),
+                          verified)
+    if kept:
+        outcome = _measure_effect(outcome, base, fused, kept, names, base_kernels, ctx)
+    return AppliedPlan(fused, kernels, outcome)
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+
+
+def _fuse(mod, d: FusionDecision, members, ctx, layout):
+    calls = [call_of(mod, v) for v in members]
+    if any(c is None for c in calls):
+        raise BlockwiseError(f"{d.id}: a member was already fused by another decision")
+    funcs = [c.args[0].name_hint for c in calls]
+    codegen = ctx.spec.fusion
+    if d.kind is DecisionKind.VERTICAL_BLOCK:
+        prim = codegen.vertical(mod[funcs[0]], mod[funcs[1]], funcs, d.evidence.link)
+        name = f"vfused_{d.id}"
+    else:
+        prim = codegen.fuse([mod[f] for f in funcs], funcs, ctx.target, layout)
+        name = f"hfused_{d.id}"
+    new, _ = replace_with_fused(mod, members, prim, name)
+    return new, name
 
 
 class _Oracle:
     """Runs candidate modules on the host and compares with onnxruntime."""
 
     def __init__(self, ctx):
-        from engine.measure import onnxruntime_session
+        from engine.runtime.measure import onnxruntime_session
 
         self.ctx = ctx
         self.inputs = ctx.model.random_inputs(ctx.options.seed)
@@ -156,13 +176,12 @@ class _Oracle:
         self.expected = sess.run(None, self.inputs)
 
     def check(self, mod) -> tuple[bool, str]:
-        from engine.verify import compare_outputs
+        from engine.runtime.verify import compare_outputs
 
         try:
             actual = run_on_host(mod, self.ctx, self.inputs)
         except Exception as err:
-            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-            return False, f"build/run failed: {first}"
+            return False, f"build/run failed: {_first_line(err)}"
         v = compare_outputs(self.ctx.model.outputs, self.expected, actual, self.ctx.options.rtol,
                             self.ctx.options.atol)
         return v.passed, v.summary()
@@ -170,15 +189,7 @@ class _Oracle:
 
 def host_vm(mod, ctx):
     """A VM for `mod` on the CPU (GPU-scheduled modules through CPU emulation)."""
-    from engine.targets import get_target
-
-    if ctx.spec.name == "llvm":
-        ex = tvm.compile(mod, target=ctx.target)
-    else:
-        from engine.gpu_emulation import emulate_on_cpu
-
-        ex = tvm.compile(emulate_on_cpu(mod), target=get_target("llvm").target(None))
-    return relax.VirtualMachine(ex, tvm.cpu())
+    return relax.VirtualMachine(ctx.spec.host_build(mod, ctx.target), tvm.cpu())
 
 
 def run_on_host(mod, ctx, inputs) -> list[np.ndarray]:
@@ -210,3 +221,42 @@ def _relist(mod, base, base_kernels: tuple[KernelCall, ...]) -> tuple[KernelCall
                             members[0].out_shape if members else (), members[0].dtype if members else "")
         out.append(replace(kc, index=len(out), func=func))
     return tuple(out)
+
+
+def _measure_effect(outcome, base, fused, kept, names, base_kernels, ctx):
+    """Unfused and fused builds timed in one run: each fused kernel in place (VM instrument
+    hook) beside the sum of its members' times, and both models end to end, alternately."""
+    if not ctx.spec.times_fusion or not ctx.options.timing or not ctx.spec.device_present():
+        return replace(outcome, notes=outcome.notes + (
+            "fusion effect not timed (no device run: kernels verified in host emulation)",))
+    inputs = ctx.model.random_inputs(ctx.options.seed)
+    runs = max(ctx.options.runs, 3)
+    timed = {}
+    latency = {"unfused": [], "fused": []}
+    vms = {"unfused": host_vm(base, ctx), "fused": host_vm(fused, ctx)}
+    for which, vm in vms.items():
+        args = [tvm.runtime.tensor(inputs[s.name]) for s in ctx.model.inputs]
+        funcs = {f for f in _funcs(vm_mod=base if which == "unfused" else fused)}
+        timed[which] = {t.name: t for t in profile_kernels(vm, lambda: vm["main"](*args), runs,
+                                                           lambda: None, funcs)}
+    for _ in range(2):  # alternate, to share any drift between the two
+        for which, vm in vms.items():
+            args = [tvm.runtime.tensor(inputs[s.name]) for s in ctx.model.inputs]
+            latency[which].append(time_runs(lambda: vm["main"](*args), runs).median_ms)
+    by_id = {d.id: d for d in kept}
+    decisions = []
+    for o in outcome.decisions:
+        d = by_id.get(o.id)
+        if d is None:
+            decisions.append(o)
+            continue
+        members = tuple(timed["unfused"][base_kernels[k].func].median_ms for k in d.kernels
+                        if base_kernels[k].func in timed["unfused"])
+        fused_t = timed["fused"].get(names[d.id])
+        decisions.append(replace(o, members_ms=members, fused_ms=fused_t.median_ms if fused_t else None))
+    return replace(outcome, decisions=tuple(decisions), unfused_ms=min(latency["unfused"]),
+                   fused_ms=min(latency["fused"]))
+
+
+def _funcs(vm_mod) -> set[str]:
+    return {b.value.args[0].name_hint for b in main_bindings(vm_mod) if is_call_tir(b.value)}

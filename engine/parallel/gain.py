@@ -19,10 +19,16 @@ class CostModel:
     flops_per_us_per_core: float
 
 
-def cost_model(target: str, cores: int) -> CostModel:
-    if target == "cuda":
-        return CostModel(cores=132, launch_us=3.0, flops_per_us_per_core=50_000.0)
-    return CostModel(cores=max(cores, 1), launch_us=4.0, flops_per_us_per_core=20_000.0)
+def cpu_cost_model(target) -> CostModel:
+    """A core per parallel chunk; a launch is a kernel call plus a thread-pool wake-up."""
+    from engine.schedule.cpu.common import num_cores
+
+    return CostModel(cores=max(num_cores(target), 1), launch_us=4.0, flops_per_us_per_core=20_000.0)
+
+
+def gpu_cost_model(target) -> CostModel:
+    """An SM per thread block (132: H100 SXM; the tags carry no SM count)."""
+    return CostModel(cores=132, launch_us=3.0, flops_per_us_per_core=50_000.0)
 
 
 def estimate_gain(model: CostModel, flops: list[int], chunks: list[int], stages: list[int]) -> Gain:

@@ -13,10 +13,12 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import NewType
+from typing import TYPE_CHECKING, NewType
 
 from engine.errors import PlanError
-from engine.kernels import KernelCall
+
+if TYPE_CHECKING:  # plain JSON here: no TVM import
+    from engine.kernels import KernelCall
 
 PLAN_FORMAT = 1
 DecisionId = NewType("DecisionId", str)
@@ -228,6 +230,11 @@ def validate_plan(plan: FusionPlan, model: str, target: str, kernels: tuple[Kern
     ids = [d.id for d in plan.decisions]
     if len(set(ids)) != len(ids):
         raise PlanError(f"{source}: duplicate decision ids")
+    now = kernel_fingerprint(kernels)
+    if plan.fingerprint != now:
+        raise PlanError(f"{source} was proposed for other kernels of model '{model}' (fingerprint "
+                        f"{plan.fingerprint}, now {now}: operators, order or shapes changed); "
+                        f"propose a new plan")
     return plan
 
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from engine.parallel.codegen import codegen_for
 from engine.parallel.detection import ParallelGroup, Stage, detect_parallel_groups
-from engine.parallel.gain import cost_model, estimate_gain
+from engine.parallel.gain import estimate_gain
 from engine.parallel.kernel_graph import KernelGraph, kernel_graph
 from engine.parallel.plan import (DecisionId, DecisionKind, DecisionStatus, Evidence, FusionDecision,
                                   FusionPlan, MemberRef, kernel_fingerprint)
 from engine.parallel.tir_util import FusionUnsupported
 from engine.parallel.vertical import propose_vertical
+from engine.targets import get_target
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,9 +40,11 @@ def _fit(codegen, mod, func: str) -> tuple[int, int, str]:
 
 
 def propose(session, target: str = "llvm", arch: str | None = None) -> Proposal:
+    """`session`: an engine.session.Session (its operator graph and scheduled kernels)."""
     scheduled = session.scheduled(target, arch)
     mod, kernels = scheduled.module, scheduled.kernels
-    codegen = codegen_for(target)
+    spec = get_target(target)
+    codegen = spec.fusion
     fits = {}
 
     def fit(k: int):
@@ -53,7 +55,7 @@ def propose(session, target: str = "llvm", arch: str | None = None) -> Proposal:
 
     kg = kernel_graph(mod, kernels)
     groups = detect_parallel_groups(session.graph, kg, lambda k: fit(k)[0])
-    model = cost_model(target, _cores(target, arch))
+    model = spec.cost_model(spec.target(arch))
     decisions = []
     for group in groups:
         for stage in group.stages:
@@ -80,13 +82,6 @@ def _note_overlaps(decisions: list[FusionDecision]) -> list[FusionDecision]:
                 owner.setdefault(k, d.id)
         out.append(d)
     return out
-
-
-def _cores(target, arch) -> int:
-    from engine.cpu_common import num_cores
-    from engine.targets import get_target
-
-    return num_cores(get_target(target).target(arch)) if target == "llvm" else 0
 
 
 def _decision(did: str, group: ParallelGroup, stage: Stage, fit, model) -> FusionDecision:

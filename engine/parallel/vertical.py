@@ -56,7 +56,7 @@ def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, s
                      model) -> list[FusionDecision]:
     """Decisions d{start}.. for every fusable one-to-one edge. `single_stage(k)`: kernel k is
     one parallel loop the code generator accepts."""
-    if codegen.fuse_vertical is None:
+    if not codegen.fuses_vertically:
         return []
 
     def keep(p, c) -> bool:

@@ -1,9 +1,9 @@
-"""Tuning: MetaSchedule per kernel with a persistent database, co-tuning of fused parallel
-groups (cotune), distributed (RPC) and offline measurement (offline)."""
+"""Tuning: MetaSchedule per kernel with a persistent database (tuner, database), co-tuning of
+fused parallel groups (cotune, cotune_plan), the schedule stage's entry point (hook),
+distributed (RPC) and offline measurement (measure, offline)."""
 
 from engine.tuning.database import Choice, KernelRecord, TuneStore
 from engine.tuning.measure import RpcEndpoint
-from engine.tuning.tuner import KernelTuner, TuneOptions, TuneReport, tune_module
+from engine.tuning.tuner import TuneOptions, TuneReport, tune_module
 
-__all__ = ["Choice", "KernelRecord", "TuneStore", "RpcEndpoint", "KernelTuner", "TuneOptions",
-           "TuneReport", "tune_module"]
+__all__ = ["Choice", "KernelRecord", "TuneStore", "RpcEndpoint", "TuneOptions", "TuneReport", "tune_module"]

@@ -29,9 +29,9 @@ from tvm import s_tir, tirx
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
-from engine.cpu_common import has_preproc, num_cores
+from engine.schedule.cpu.common import has_preproc, num_cores
 from engine.parallel.codegen import codegen_for
-from engine.parallel.codegen_cpu import CpuLayout, cpu_member, fuse_cpu
+from engine.parallel.codegen.cpu import CpuLayout, cpu_member, fuse_cpu
 from engine.tuning.knobs import member_variants
 
 Measure = Callable[[tirx.PrimFunc], float]

@@ -5,8 +5,8 @@ For each decision (llvm): the members' knobs and the fused layout are searched j
 (engine.tuning.cotune), the baseline (members tuned alone, fused with the default layout)
 gets the same budget, both winners are re-measured side by side and the faster one is
 kept: its member schedules go into the module (the schedule stage then prepacks their
-weights as for any kernel) and its layout into `ctx.fusion_layouts`, which the plan
-applier hands to the code generator. Results are stored beside the kernel records and
+weights as for any kernel) and its layout into the record, which the plan applier hands
+to the code generator (engine.tuning.hook.TuneOutcome.layouts). Results are stored beside the kernel records and
 replayed by a later compile without measuring.
 """
 
@@ -19,13 +19,13 @@ from typing import Callable
 
 import tvm
 
-from engine.cpu_schedule import is_scheduled
+from engine.schedule.cpu.rules import is_scheduled
 from engine.errors import BlockwiseError
-from engine.parallel.codegen_cpu import CpuLayout
+from engine.parallel.codegen.cpu import CpuLayout
 from engine.parallel.plan import DecisionKind
 from engine.tuning.cotune import Group, GroupConfig, compare_cotuning
 from engine.tuning.database import TuneStore, workload_key
-from engine.tuning.tuner import as_kernel
+from engine.tuning.kernel import as_kernel
 
 
 class Kept(str, enum.Enum):
@@ -81,7 +81,7 @@ class CotuneRecord:
 def cotune_plan(mod: tvm.IRModule, unscheduled: tvm.IRModule, ctx, plan, trials: int, store: TuneStore,
                 emit: Callable[[str], None]) -> tuple[tvm.IRModule, list[CotuneRecord]]:
     """Co-tune the plan's approved decisions; returns the module with the kept member
-    schedules and the records (ctx.fusion_layouts is filled)."""
+    schedules and the records (each with the fused kernel's layout)."""
     saved = _load(store)
     records = []
     for d in plan.approved():
@@ -119,7 +119,6 @@ def cotune_plan(mod: tvm.IRModule, unscheduled: tvm.IRModule, ctx, plan, trials:
             for name, func in chosen.items():
                 gv = mod.get_global_var(name)
                 mod[gv] = as_kernel(func, mod[gv])
-        ctx.fusion_layouts[d.id] = cfg.layout
     return mod, records
 
 

@@ -2,8 +2,8 @@
 
 `member_variants(func, target)` lists (knobs, scheduled PrimFunc) pairs, the default
 rule's choice first: for NCHW conv2d the register tile (ft output channels x xt output
-columns) of engine.cpu_rules_conv's micro-kernel, knobs (ft, xt); for matmul the register
-tile (it rows x jt columns) of engine.cpu_schedule.Matmul, knobs ("mm", it, jt), which
+columns) of engine.schedule.cpu.conv's micro-kernel, knobs (ft, xt); for matmul the register
+tile (it rows x jt columns) of engine.schedule.cpu.rules.Matmul, knobs ("mm", it, jt), which
 also sets how many parallel chunks the kernel offers; any other kernel has one variant,
 its default schedule.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from tvm import s_tir, tirx
 
-from engine.cpu_common import blocks_of, is_reduction_block
-from engine.cpu_rules_conv import MAX_ACC_VECTORS, Conv2dNCHW
-from engine.cpu_schedule import Matmul, schedule_func
+from engine.schedule.cpu.common import blocks_of, is_reduction_block
+from engine.schedule.cpu.conv import MAX_ACC_VECTORS, Conv2dNCHW
+from engine.schedule.cpu.rules import Matmul, schedule_func
 
 
 def _conv_shape(func) -> tuple[int, int] | None:
@@ -39,7 +39,7 @@ def conv_tiles(n_f: int, n_w: int) -> list[tuple[int, int]]:
 
 
 def schedule_conv(func: tirx.PrimFunc, target, ft: int, xt: int) -> tirx.PrimFunc:
-    """engine.cpu_rules_conv.Conv2dNCHW with the register tile given."""
+    """engine.schedule.cpu.conv.Conv2dNCHW with the register tile given."""
     sch = Conv2dNCHW(tile=(ft, xt)).apply(func, target)
     if sch is None:
         raise ValueError(f"not a conv2d the CPU conv rule schedules: {func.attrs}")

@@ -1,10 +1,10 @@
 """Per-kernel MetaSchedule tuning as the pipeline's `tune` hook (inside the schedule stage).
 
-    CompileOptions(tune=KernelTuner(TuneOptions(trials=128), progress=print_event))
+    CompileOptions(tuning=TuneOptions(trials=128))     (engine.tuning.hook runs it)
 
 For every distinct kernel workload of the fused, still unscheduled module:
 
-1. measure the target's default schedule (engine.cpu_schedule on llvm) once;
+1. measure the target's default schedule (engine.schedule.cpu.rules on llvm) once;
 2. spend the trial budget on the kernels with the most default time (calls x time),
    at least `trials_per_kernel` trials each, with MetaSchedule (evolutionary search);
 3. measure side by side, with the same builder and runner: the default, MetaSchedule's
@@ -18,7 +18,6 @@ or a smaller budget measures nothing and replays the stored choices.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -29,10 +28,10 @@ from tvm import relax, tirx
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
-from engine.errors import BlockwiseError
 from engine.tuning.builder import import_intrinsics, local_builder
 from engine.tuning.database import Choice, KernelRecord, TuneStore, workload_key
 from engine.tuning.knobs import schedule_knobs, template_points
+from engine.tuning.kernel import as_kernel
 from engine.tuning.measure import CountingRunner, RpcEndpoint, make_runner, measure_modules
 
 MIN_TRIALS_PER_KERNEL = 64  # 32 MetaSchedule trials rarely beat our default conv schedules; 64 did (1.38x, squeezenet's 1000-class conv)
@@ -68,41 +67,6 @@ class TuneReport:
             lines.append(f"tuning: {r.name}: {r.choice.value} (default {default}, best {best}, "
                          f"{r.trials} trials{knobs})")
         return lines
-
-
-class KernelTuner:
-    """The `tune` hook of CompileOptions; `report` holds the last compile's TuneReport."""
-
-    def __init__(self, options: TuneOptions, progress: Callable | None = None, plan=None):
-        self.options = options
-        self.progress = progress or (lambda event: None)
-        self.plan = plan  # the fusion plan whose approved decisions are co-tuned
-        self.report: TuneReport | None = None
-        self.cotuned: list = []  # CotuneRecord per co-tuned decision
-
-    def __call__(self, mod: tvm.IRModule, ctx) -> tvm.IRModule:
-        store = TuneStore.for_model(ctx.model.name, ctx.spec.name, self.options.db_root)
-        start = time.perf_counter()
-
-        def emit(message: str) -> None:
-            from engine.pipeline import Stage, StageEvent  # pylint: disable=import-outside-toplevel
-
-            self.progress(StageEvent(Stage.SCHEDULE, "progress", time.perf_counter() - start, message))
-
-        unscheduled = mod
-        mod, self.report = tune_module(mod, ctx.target, _default_scheduler(ctx.spec), store,
-                                       self.options, emit)
-        if self.options.trials > 0:
-            ctx.notes.extend(self.report.notes())
-        if self.options.cotune_trials > 0 and self.plan is not None:
-            if ctx.spec.name != "llvm":
-                raise BlockwiseError(f"co-tuning is implemented for llvm only, not {ctx.spec.name}")
-            from engine.tuning.cotune_plan import cotune_plan  # pylint: disable=import-outside-toplevel
-
-            mod, self.cotuned = cotune_plan(mod, unscheduled, ctx, self.plan, self.options.cotune_trials,
-                                            store, emit)
-            ctx.notes.extend(r.note() for r in self.cotuned)
-        return mod
 
 
 @dataclass
@@ -265,28 +229,8 @@ def _workloads(mod: tvm.IRModule) -> list[_Workload]:
     return list(found.values())
 
 
-def _default_scheduler(spec) -> Callable:
-    """(single-kernel module, target) -> the target's default schedule of it, or None."""
-    module = importlib.import_module(spec.scheduler)
-
-    def schedule(wmod, target):
-        if hasattr(module, "schedule_func"):
-            func = module.schedule_func(wmod["main"], target)
-            return tvm.IRModule({"main": func}) if func is not None else None
-        return spec.schedule(wmod, target)
-
-    return schedule
-
-
 def _query(db, w: _Workload, target):
     return db.query_schedule(w.mod, target=target, workload_name="main")
-
-
-def as_kernel(scheduled: tirx.PrimFunc, original: tirx.PrimFunc) -> tirx.PrimFunc:
-    """The tuned function under the original's name, marked scheduled."""
-    symbol = original.attrs.get("global_symbol", None) if original.attrs is not None else None
-    func = scheduled.with_attr("global_symbol", symbol) if symbol else scheduled.without_attr("global_symbol")
-    return func.with_attr("tirx.is_scheduled", True)
 
 
 def _name(w: _Workload) -> str:

@@ -16,7 +16,7 @@ import tvm
 from tvm import relax, s_tir, tirx
 from tvm.target import Target
 
-from .cpu_common import (
+from engine.schedule.cpu.common import (
     ScheduleRule,
     has_preproc,
     blocks_of,
@@ -25,8 +25,8 @@ from .cpu_common import (
     parallelize,
     vector_lanes,
 )
-from .cpu_rules_conv import Conv2dNCHW
-from .cpu_rules_rowwise import RowWise
+from engine.schedule.cpu.conv import Conv2dNCHW
+from engine.schedule.cpu.rowwise import RowWise
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Run GPU-scheduled PrimFuncs on the CPU, to check GPU schedules without a GPU.
 
 ``emulate_on_cpu(mod)`` takes a module whose PrimFuncs carry block-level GPU schedules (as
-made by ``engine.gpu_schedule.schedule_module``: ``T.thread_binding`` loops over
+made by ``engine.schedule.gpu.schedule_module``: ``T.thread_binding`` loops over
 blockIdx/threadIdx/vthread, ``shared``/``local`` ``sblock_alloc_buffer``s) and returns a
 module that ``tvm.compile(..., target=Target({"kind": "llvm"}))`` builds and that computes
 the same values:
@@ -34,7 +34,7 @@ from tvm.s_tir import SBlock
 from tvm.tirx import _ffi_api as _tirx_api
 from tvm.tirx.buffer import is_buffer_var
 
-from .errors import CompileError
+from engine.errors import CompileError
 
 __all__ = ["EmulationError", "emulate_on_cpu", "emulate_func", "thread_bound_loops"]
 

@@ -18,7 +18,7 @@ embeds that source, and the loader on a CUDA machine compiles it through
 source here with the local nvcc.
 
 The schedules are block-level TIR (``T.sblock`` with ``T.thread_binding`` loops, shared/local
-``sblock_alloc_buffer``): ``engine.gpu_emulation.emulate_on_cpu`` turns them into llvm-legal
+``sblock_alloc_buffer``): ``engine.runtime.emulation.emulate_on_cpu`` turns them into llvm-legal
 PrimFuncs that compute the same thing on the CPU, so they can be checked without a GPU.
 """
 
@@ -32,7 +32,7 @@ from tvm import tirx
 from tvm.s_tir import dlight as dl
 from tvm.target import Target
 
-from .errors import CompileError
+from engine.errors import CompileError
 
 __all__ = [
     "OP_PATTERN_OPAQUE",
@@ -107,13 +107,16 @@ def schedule_module(mod: tvm.IRModule, target: Target, rules=None) -> tvm.IRModu
     return mod
 
 
+_CUDA_MODULE_KIND = "cuda"  # tvm.runtime.Module.kind of the device code
+
+
 def cuda_module(ex) -> tvm.runtime.Module | None:
     """The module of kind "cuda" under a ``tvm.compile`` result (searched recursively)."""
     root = ex.mod if hasattr(ex, "mod") else ex
     todo = [root]
     while todo:
         mod = todo.pop()
-        if mod.kind == "cuda":
+        if mod.kind == _CUDA_MODULE_KIND:
             return mod
         todo.extend(mod.imports)
     return None

@@ -76,26 +76,26 @@ def capture_kernel_outputs(vm, run, kernel_names: set[str]) -> list[tuple[str, n
     return captured
 
 
-def locate_mismatch(ctx, out: dict, inputs: dict, rtol: float | None = None) -> str | None:
+def locate_mismatch(ctx, rtol: float | None = None) -> str | None:
     """Compare every kernel's output with the unscheduled build's, in call order; return the
-    first kernel (with its operators) that differs, or None when none can be singled out."""
+    first kernel (with its operators) that differs, or None when none can be singled out.
+    `ctx`: the pipeline's CompileContext after its verify stage ran the model (ctx.run)."""
     import tvm
     from tvm import relax
 
     from engine.kernels import list_kernels
-    from engine.targets import get_target
+    from engine.targets import HOST_TARGET, get_target
 
     rtol = rtol or ctx.options.rtol
-    reference = out.get("unscheduled")
-    if reference is None or "vm" not in out:
+    reference, run = ctx.unscheduled, ctx.run
+    if reference is None or run is None:
         return None
-    host = get_target("llvm").target(None)
+    host = get_target(HOST_TARGET).target(None)
     ref_vm = relax.VirtualMachine(tvm.compile(reference, target=host), tvm.cpu())
     ref_names = {k.func for k in list_kernels(reference, [])}
-    ref_args = [tvm.runtime.tensor(inputs[s.name], tvm.cpu()) for s in ctx.model.inputs]
+    ref_args = [tvm.runtime.tensor(run.inputs[s.name], tvm.cpu()) for s in ctx.model.inputs]
     ref = capture_kernel_outputs(ref_vm, lambda: ref_vm["main"](*ref_args), ref_names)
-    got = capture_kernel_outputs(out["vm"], lambda: out["vm"]["main"](*out["args"]),
-                                 {k.func for k in ctx.kernels})
+    got = capture_kernel_outputs(run.vm, lambda: run.vm["main"](*run.args), {k.func for k in ctx.kernels})
     for k, ((name, a), (_, b)) in enumerate(zip(got, ref)):
         if a.shape == b.shape and not np.allclose(a, b, rtol=rtol, atol=ctx.options.atol * 10):
             ops = ctx.kernels[k].ops if k < len(ctx.kernels) else ()

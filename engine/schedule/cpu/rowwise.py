@@ -10,7 +10,7 @@ from __future__ import annotations
 from tvm import s_tir, tirx
 from tvm.target import Target
 
-from .cpu_common import MIN_PARALLEL_WORK, ScheduleRule, blocks_of, is_reduction_block, vector_lanes
+from engine.schedule.cpu.common import MIN_PARALLEL_WORK, ScheduleRule, blocks_of, is_reduction_block, vector_lanes
 
 
 def _extents(sch, block):

@@ -17,7 +17,7 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.target import Target
 
-from .cpu_common import PREPROC_ATTR, ScheduleRule, blocks_of, is_reduction_block, num_cores, parallelize
+from engine.schedule.cpu.common import PREPROC_ATTR, ScheduleRule, blocks_of, is_reduction_block, num_cores, parallelize
 
 # Accumulator budget in 512-bit registers (x86 has 32; keep room for weights/inputs).
 MAX_ACC_VECTORS = 18

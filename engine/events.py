@@ -1,0 +1,71 @@
+"""What a compile is asked to do and what it reports while running: the stage names,
+stage events for progress displays, and the compile options. No TVM import: front ends
+load this cheaply.
+
+    options = CompileOptions(target="llvm", plan=approved_plan, tuning=TuneOptions(trials=64))
+    session.compile(options, progress=lambda e: print(e.stage.value, e.status.value, e.message))
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from engine.errors import BlockwiseError
+
+if TYPE_CHECKING:
+    from engine.parallel.plan import FusionPlan
+    from engine.tuning.tuner import TuneOptions
+
+
+class Stage(str, enum.Enum):
+    IMPORT = "import"
+    FUSE = "fuse"
+    SCHEDULE = "schedule"
+    APPLY_PLAN = "apply plan"
+    BUILD = "build"
+    VERIFY = "verify"
+    TIME = "time"
+
+
+STAGES = tuple(Stage)
+
+
+class StageStatus(str, enum.Enum):
+    START = "start"
+    PROGRESS = "progress"  # a long stage's intermediate message (tuning)
+    DONE = "done"
+    SKIP = "skip"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True)
+class StageEvent:
+    stage: Stage
+    status: StageStatus
+    seconds: float = 0.0
+    message: str = ""
+
+
+ProgressFn = Callable[[StageEvent], None]
+
+
+class Cancelled(BlockwiseError):
+    """The compile was cancelled between stages."""
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    target: str = "llvm"
+    arch: str | None = None
+    runs: int = 20
+    rtol: float = 1e-3
+    atol: float = 1e-4
+    seed: int = 0
+    timing: bool = True
+    stop_after: Stage | None = None  # e.g. Stage.SCHEDULE for analyses of scheduled kernels
+    # The fusion plan whose approved decisions the "apply plan" stage executes (None: skip).
+    plan: "FusionPlan | None" = None
+    # Kernel tuning (and co-tuning of the plan's approved groups) in the schedule stage.
+    tuning: "TuneOptions | None" = None

@@ -1,0 +1,1 @@
+"""Default schedules per target: cpu/ (llvm rules), gpu (dlight)."""

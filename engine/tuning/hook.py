@@ -1,0 +1,49 @@
+"""Tuning inside the compile's schedule stage: per-kernel tuning (engine.tuning.tuner),
+then co-tuning of the plan's approved horizontal groups (engine.tuning.cotune_plan).
+
+    outcome = tune_kernels(mod, ctx, TuneOptions(trials=64, cotune_trials=32), plan)
+    outcome.module      kernels chosen by tuning, scheduled; the rest left to the default
+    outcome.layouts     decision id -> co-tuned layout of its fused kernel (for apply plan)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import tvm
+
+from engine.errors import BlockwiseError
+from engine.events import Stage, StageEvent, StageStatus
+from engine.tuning.cotune_plan import CotuneRecord, cotune_plan
+from engine.tuning.database import TuneStore
+from engine.tuning.tuner import TuneOptions, TuneReport, tune_module
+
+
+@dataclass(frozen=True, eq=False)
+class TuneOutcome:
+    module: tvm.IRModule
+    report: TuneReport
+    cotuned: tuple[CotuneRecord, ...] = ()
+    layouts: dict = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def tune_kernels(mod: tvm.IRModule, ctx, options: TuneOptions, plan=None) -> TuneOutcome:
+    """`ctx`: the pipeline's CompileContext (model, spec, target, kernels, progress)."""
+    store = TuneStore.for_model(ctx.model.name, ctx.spec.name, options.db_root)
+    start = time.perf_counter()
+
+    def emit(message: str) -> None:
+        ctx.progress(StageEvent(Stage.SCHEDULE, StageStatus.PROGRESS, time.perf_counter() - start, message))
+
+    unscheduled = mod
+    mod, report = tune_module(mod, ctx.target, ctx.spec.schedule_one, store, options, emit)
+    notes = report.notes() if options.trials > 0 else []
+    records: list[CotuneRecord] = []
+    if options.cotune_trials > 0 and plan is not None:
+        if not ctx.spec.cotunes:
+            raise BlockwiseError(f"co-tuning of fused groups is not implemented for {ctx.spec.name}")
+        mod, records = cotune_plan(mod, unscheduled, ctx, plan, options.cotune_trials, store, emit)
+        notes.extend(r.note() for r in records)
+    return TuneOutcome(mod, report, tuple(records), {r.decision: r.layout for r in records}, tuple(notes))
