@@ -25,3 +25,7 @@ class VerificationError(BlockwiseError):
 
 class PlanError(BlockwiseError):
     """A fusion plan does not match the model or cannot be parsed."""
+
+
+class BlockDepsError(BlockwiseError):
+    """Block dependency analysis cannot answer (unknown edge, unsupported kernel)."""

@@ -16,7 +16,7 @@ from engine.errors import BlockwiseError
 
 if TYPE_CHECKING:
     from engine.parallel.plan import FusionPlan
-    from engine.tuning.tuner import TuneOptions
+    from engine.tuning.options import TuneOptions
 
 
 class Stage(str, enum.Enum):

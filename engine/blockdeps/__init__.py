@@ -6,22 +6,31 @@
 A block is a CUDA thread block or one iteration of an llvm kernel's outer parallel loop.
 Per kernel edge, the map consumer block -> producer blocks comes from the fast method
 (boxes) or the exact method (element owner map); `Method.AUTO` uses exact where the boxes
-are not provably exact. See facts.py for the result types.
+are not provably exact. See facts.py for the result types: they load without TVM; the
+analyses load it on first access.
 """
 
-from .analysis import BlockDepsError, analyze_edge, analyze_edges, analyze_model, kernel_grids
-from .block_map import DEFAULT_FEW_BOUND, classify
-from .dot import block_graph_dot
-from .facts import (AccessKind, BlockAxis, BlockRegion, EarlyStart, EdgeBlockMap, EdgeClass, GridDim,
-                    KernelGrid, KernelRef, Method, ModelBlockDeps, Parallelism, Simplification)
-from .model_graph import block_dependency_graph, chain_groups, kernel_dag
-from .regions import block_regions
-from .resolve import resolve_edge, resolve_kernel
+import importlib
 
-__all__ = [
-    "analyze_model", "analyze_edge", "analyze_edges", "kernel_grids", "block_regions", "block_dependency_graph",
-    "block_graph_dot", "resolve_edge", "resolve_kernel", "classify", "chain_groups", "kernel_dag",
-    "BlockDepsError", "DEFAULT_FEW_BOUND", "AccessKind", "BlockAxis", "BlockRegion", "EarlyStart",
-    "EdgeBlockMap", "EdgeClass", "GridDim", "KernelGrid", "KernelRef", "Method", "ModelBlockDeps",
-    "Parallelism", "Simplification",
-]
+from engine.errors import BlockDepsError
+from engine.blockdeps.facts import (DEFAULT_FEW_BOUND, AccessKind, BlockAxis, BlockRegion, EarlyStart,
+                                    EdgeBlockMap, EdgeClass, GridDim, KernelGrid, KernelRef, Method,
+                                    ModelBlockDeps, Parallelism, Simplification)
+
+_LAZY = {
+    "analyze_model": "analysis", "analyze_edge": "analysis", "analyze_edges": "analysis",
+    "kernel_grids": "analysis", "classify": "block_map", "block_graph_dot": "dot",
+    "block_dependency_graph": "model_graph", "chain_groups": "model_graph", "kernel_dag": "model_graph",
+    "block_regions": "regions", "resolve_edge": "resolve", "resolve_kernel": "resolve",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"engine.blockdeps.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'engine.blockdeps' has no attribute '{name}'")
+
+
+__all__ = [*_LAZY, "BlockDepsError", "DEFAULT_FEW_BOUND", "AccessKind", "BlockAxis", "BlockRegion",
+           "EarlyStart", "EdgeBlockMap", "EdgeClass", "GridDim", "KernelGrid", "KernelRef", "Method",
+           "ModelBlockDeps", "Parallelism", "Simplification"]

@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Mapping
 
 import tvm
 
-from engine.errors import BlockwiseError
+from engine.errors import BlockDepsError
 
 from .block_map import DEFAULT_FEW_BOUND, EdgeInput, build_map
 from .facts import EdgeBlockMap, KernelGrid, KernelRef, Method, ModelBlockDeps
@@ -19,10 +19,6 @@ from .index_eval import Unsupported
 from .kernel_access import KernelAccesses, kernel_accesses
 from .kernel_edges import KernelInput, Launch, kernel_inputs
 from .model_graph import parallelism, simplification
-
-
-class BlockDepsError(BlockwiseError):
-    """Block dependency analysis cannot answer (unknown edge, unsupported kernel)."""
 
 
 def kernel_refs(launches: Iterable[Launch], kernels=(), labels: Mapping[str, str] | None = None) -> tuple[KernelRef, ...]:

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .facts import AccessKind, EdgeBlockMap, EdgeClass, KernelRef, Method
+from .facts import DEFAULT_FEW_BOUND, AccessKind, EdgeBlockMap, EdgeClass, KernelRef, Method
 from .footprints import BoxSet, block_boxes, block_elements
 from .kernel_access import KernelAccesses
 
-DEFAULT_FEW_BOUND = 9  # a 3x3 neighbourhood of tiles, or a halo of up to 4 row tiles each side
 # Largest consumer x producer boolean matrix built at once.
 _MATRIX_CELLS = 1 << 26
 _ALL = -2  # owner of elements written by an earlier nest: every block

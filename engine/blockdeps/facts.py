@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+DEFAULT_FEW_BOUND = 9  # largest fan-in called one-to-few: a 3x3 neighbourhood of tiles, or a halo of up to 4 row tiles each side
+
 
 class Method(enum.Enum):
     """How a block map was computed. Maps carry FAST or EXACT; AUTO is only a request:

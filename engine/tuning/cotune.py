@@ -30,7 +30,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
 from engine.schedule.cpu.common import has_preproc, num_cores
-from engine.parallel.codegen import codegen_for
+from engine.parallel.codegen import CPU_CODEGEN
 from engine.parallel.codegen.cpu import CpuLayout, cpu_member, fuse_cpu
 from engine.tuning.knobs import member_variants
 
@@ -130,7 +130,7 @@ class Group:
 
     def default_layout(self) -> CpuLayout:
         """What the pipeline's code generator uses when nothing was co-tuned."""
-        return codegen_for("llvm").default_layout(self.target)
+        return CPU_CODEGEN.default_layout(self.target)
 
     def knob_values(self, cfg: GroupConfig) -> tuple[tuple, ...]:
         return tuple(self.variants[m][k][0] for m, k in enumerate(cfg.knobs))

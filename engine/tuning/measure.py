@@ -14,28 +14,10 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from engine.errors import BlockwiseError
+from engine.tuning.options import RpcEndpoint  # noqa: F401 (re-exported)
 
 # Same evaluator for tuning and for the default-vs-tuned comparison, so both are comparable.
 EVALUATOR = dict(number=5, repeat=3, min_repeat_ms=50, enable_cpu_cache_flush=False)
-
-
-@dataclass(frozen=True)
-class RpcEndpoint:
-    """A TVM RPC tracker and the device key registered there (`HOST:PORT:KEY`)."""
-
-    host: str
-    port: int
-    key: str
-
-    @staticmethod
-    def parse(text: str) -> "RpcEndpoint":
-        parts = text.rsplit(":", 2)
-        if len(parts) != 3 or not parts[1].isdigit() or not parts[0] or not parts[2]:
-            raise BlockwiseError(f"--rpc wants HOST:PORT:KEY, got '{text}'")
-        return RpcEndpoint(parts[0], int(parts[1]), parts[2])
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port}:{self.key}"
 
 
 def make_runner(rpc: RpcEndpoint | None = None, session_timeout_sec: int = 60):

@@ -32,21 +32,8 @@ from engine.tuning.builder import import_intrinsics, local_builder
 from engine.tuning.database import Choice, KernelRecord, TuneStore, workload_key
 from engine.tuning.knobs import schedule_knobs, template_points
 from engine.tuning.kernel import as_kernel
-from engine.tuning.measure import CountingRunner, RpcEndpoint, make_runner, measure_modules
-
-MIN_TRIALS_PER_KERNEL = 64  # 32 MetaSchedule trials rarely beat our default conv schedules; 64 did (1.38x, squeezenet's 1000-class conv)
-
-
-@dataclass(frozen=True)
-class TuneOptions:
-    trials: int  # total trial budget of one compile (MetaSchedule's max_trials_global)
-    rpc: RpcEndpoint | None = None  # measure on devices behind an RPC tracker
-    db_root: str | None = None  # folder of the per-(model, target) stores; .blockwise/tune
-    trials_per_kernel: int = MIN_TRIALS_PER_KERNEL  # a tuned kernel gets at least this many
-    trials_per_round: int = 16  # candidates per builder/runner batch
-    seed: int = 1
-    cotune_trials: int = 0  # > 0: co-tune each approved decision of `plan` (llvm), per method
-
+from engine.tuning.measure import CountingRunner, make_runner, measure_modules
+from engine.tuning.options import MIN_TRIALS_PER_KERNEL, RpcEndpoint, TuneOptions  # noqa: F401 (re-exported)
 
 @dataclass(frozen=True)
 class TuneReport:
