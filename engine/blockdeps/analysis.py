@@ -7,16 +7,18 @@ block map, and the model-wide summaries (simplification, parallelism).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
+import numpy as np
 import tvm
 
 from engine.errors import BlockDepsError
 
 from .block_map import DEFAULT_FEW_BOUND, EdgeInput, build_map
-from .facts import EdgeBlockMap, KernelGrid, KernelRef, Method, ModelBlockDeps
+from .facts import EdgeBlockMap, EdgeClass, KernelGrid, KernelRef, Method, ModelBlockDeps
 from .index_eval import Unsupported
-from .kernel_access import KernelAccesses, kernel_accesses
+from .kernel_access import KernelAccesses, kernel_accesses, kernel_grid
 from .kernel_edges import KernelInput, Launch, kernel_inputs
 from .model_graph import parallelism, simplification
 
@@ -37,24 +39,48 @@ def kernel_refs(launches: Iterable[Launch], kernels=(), labels: Mapping[str, str
     return tuple(refs)
 
 
-def _accesses(mod: tvm.IRModule, launches: tuple[Launch, ...]) -> dict[str, KernelAccesses]:
-    out = {}
+@dataclass(frozen=True)
+class _Unreadable:
+    """A kernel whose accesses the analysis cannot read: its grid, and why."""
+
+    grid: KernelGrid
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Unanalysed:
+    """A kernel edge with an unreadable side: mapped conservatively, with the reason."""
+
+    producer: KernelRef
+    consumer: KernelRef
+    producer_grid: KernelGrid
+    consumer_grid: KernelGrid
+    reason: str
+
+
+def _accesses(mod: tvm.IRModule, launches: tuple[Launch, ...]) -> dict[str, KernelAccesses | _Unreadable]:
+    out: dict[str, KernelAccesses | _Unreadable] = {}
     for launch in launches:
         if launch.func not in out:
             try:
                 out[launch.func] = kernel_accesses(mod[launch.func], launch.func, launch.n_inputs)
             except Unsupported as err:
-                raise BlockDepsError(f"kernel {launch.func}: {err}") from None
+                out[launch.func] = _Unreadable(kernel_grid(mod[launch.func], launch.func),
+                                               f"kernel {launch.func}: {err}")
     return out
 
 
-def _edge_inputs(refs, accesses, launches, inputs: Iterable[KernelInput]) -> list[EdgeInput]:
+def _edge_inputs(refs, accesses, launches, inputs: Iterable[KernelInput]) -> list[EdgeInput | _Unanalysed]:
     grouped: dict[tuple[int, int, int], list[KernelInput]] = {}
     for i in inputs:
         grouped.setdefault((i.producer, i.consumer, i.output), []).append(i)
-    edges = []
+    edges: list[EdgeInput | _Unanalysed] = []
     for (p, c, o), ins in sorted(grouped.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2])):
         pka, cka = accesses[launches[p].func], accesses[launches[c].func]
+        bad = [x.reason for x in (pka, cka) if isinstance(x, _Unreadable)]
+        if bad:
+            edges.append(_Unanalysed(refs[p], refs[c], pka.grid, cka.grid, "; ".join(dict.fromkeys(bad))))
+            continue
         out_param = launches[p].n_inputs + o
         edges.append(EdgeInput(refs[p], refs[c], pka, cka, out_param, tuple(i.param for i in ins),
                                any(i.view_shape is not None and i.view_shape != pka.params[out_param].shape
@@ -88,15 +114,39 @@ def analyze_model(scheduled, method: Method = Method.AUTO, few_bound: int = DEFA
         maps.append(_build(edge, method, few_bound, owner_cache))
         if progress:
             progress(n + 1, len(prep.edges))
+    notes = list(prep.notes)
+    unanalysed = sum(1 for m in maps if m.notes and m.notes[0].startswith(NOT_ANALYSED))
+    if unanalysed:
+        notes.append(f"{unanalysed} of {len(maps)} edges {NOT_ANALYSED} (see each edge's note)")
     return assemble(scheduled.model, scheduled.target, method, few_bound, prep.refs, prep.grids,
-                    tuple(maps), prep.notes)
+                    tuple(maps), tuple(notes))
 
 
-def _build(edge: EdgeInput, method: Method, few_bound: int, owner_cache: dict) -> EdgeBlockMap:
+def _build(edge: EdgeInput | _Unanalysed, method: Method, few_bound: int, owner_cache: dict) -> EdgeBlockMap:
+    """The edge's block map; an edge the analysis cannot read (an unreadable kernel, a
+    data-dependent index) is mapped all-to-all, the conservative answer, with the reason."""
+    if isinstance(edge, _Unanalysed):
+        return conservative_map(edge.producer, edge.consumer, edge.producer_grid, edge.consumer_grid,
+                                few_bound, edge.reason)
     try:
         return build_map(edge, method, few_bound, owner_cache)
     except (Unsupported, ValueError) as err:
-        raise BlockDepsError(f"edge {edge.producer.describe()} -> {edge.consumer.describe()}: {err}") from None
+        return conservative_map(edge.producer, edge.consumer, edge.producer_ka.grid, edge.consumer_ka.grid,
+                                few_bound, str(err), edge.via_view)
+
+
+NOT_ANALYSED = "not analysed, assumed all-to-all"
+
+
+def conservative_map(producer: KernelRef, consumer: KernelRef, pgrid: KernelGrid, cgrid: KernelGrid,
+                     few_bound: int, reason: str, via_view: bool = False) -> EdgeBlockMap:
+    """Every consumer block depends on every producer block (what the kernel barrier orders)."""
+    n_p, n_c = pgrid.blocks, cgrid.blocks
+    indptr = np.arange(n_c + 1, dtype=np.int64) * n_p
+    indices = np.tile(np.arange(n_p, dtype=np.int64), n_c)
+    return EdgeBlockMap(producer, consumer, pgrid, cgrid, Method.FAST, EdgeClass.ALL_TO_ALL, indptr, indices,
+                        element_deps=0, few_bound=few_bound, boxes_exact=False, via_view=via_view,
+                        notes=(f"{NOT_ANALYSED} ({reason})",))
 
 
 def assemble(model: str, target: str, method: Method, few_bound: int, refs: tuple[KernelRef, ...],
@@ -118,17 +168,15 @@ def analyze_edge(scheduled, producer: int, consumer: int, method: Method = Metho
 def analyze_edges(scheduled, keep: Callable[[KernelRef, KernelRef], bool], method: Method = Method.AUTO,
                   few_bound: int = DEFAULT_FEW_BOUND) -> tuple[EdgeBlockMap, ...]:
     """The block maps of the kernel edges (producer, consumer) that `keep` accepts; edges
-    whose kernels the analysis cannot read are left out."""
+    the analysis cannot read come back all-to-all with a note (see `is_analysed`)."""
     prep = _Prepared(scheduled)
     owner_cache: dict = {}
-    out = []
-    for edge in prep.edges:
-        if keep(edge.producer, edge.consumer):
-            try:
-                out.append(_build(edge, method, few_bound, owner_cache))
-            except BlockDepsError:
-                continue
-    return tuple(out)
+    return tuple(_build(edge, method, few_bound, owner_cache) for edge in prep.edges
+                 if keep(edge.producer, edge.consumer))
+
+
+def is_analysed(edge: EdgeBlockMap) -> bool:
+    return not (edge.notes and edge.notes[0].startswith(NOT_ANALYSED))
 
 
 def kernel_grids(scheduled) -> tuple[KernelGrid, ...]:

@@ -116,9 +116,27 @@ def _grid_loops(loops: list[Loop]) -> tuple[list[Loop], BlockAxis]:
     return [], BlockAxis.SINGLE
 
 
+def kernel_grid(func: tirx.PrimFunc, name: str) -> KernelGrid:
+    """The grid alone, from the loops: for kernels whose accesses cannot be read (the
+    analysis then assumes every block of theirs depends on every block of the other side)."""
+    walker = _Walker({}, loops_only=True)
+    body = func.body
+    if isinstance(body, s_tir.SBlockRealize):
+        body = body.block.body
+    nests = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    for n, stmt in enumerate(nests):
+        walker.nest = n
+        walker.visit(stmt, (), (), ())
+    block_loops, axis = _grid_loops(walker.nest_loops.get(len(nests) - 1, []))
+    dims = tuple(GridDim(str(l.tag if l.tag.startswith("blockIdx") else l.var.name), l.extent)
+                 for l in block_loops)
+    return KernelGrid(name, axis, dims, phases=len(nests))
+
+
 class _Walker:
-    def __init__(self, param_of: dict[int, int]):
+    def __init__(self, param_of: dict[int, int], loops_only: bool = False):
         self.param_of = param_of
+        self.loops_only = loops_only  # collect loops; skip what cannot be read
         self.accesses: list[Access] = []
         self.nest = 0
         self.nest_loops: dict[int, list[Loop]] = {}
@@ -128,6 +146,8 @@ class _Walker:
         if t is tirx.For:
             mn, ext = stmt.min, stmt.extent
             if type(mn) is not tirx.IntImm or type(ext) is not tirx.IntImm:
+                if self.loops_only:
+                    return
                 raise Unsupported(f"loop {stmt.loop_var} with a symbolic range")
             if stmt.kind == tirx.ForKind.THREAD_BINDING:
                 tag = str(stmt.thread_binding.thread_tag)
@@ -167,11 +187,13 @@ class _Walker:
             pass
         elif hasattr(stmt, "body"):
             self.visit(stmt.body, loops, bindings, conds)
-        else:
+        elif not self.loops_only:
             raise Unsupported(f"statement {t.__name__}")
 
     def record(self, buffer, kind, indices, loops, bindings, conds):
         """Record an access to a parameter buffer, then the loads inside its indices."""
+        if self.loops_only:
+            return
         p = self.param_of.get(var_key(buffer))
         if p is not None:
             self.accesses.append(Access(p, kind, tuple(indices), conds, bindings, loops, self.nest))
@@ -180,6 +202,8 @@ class _Walker:
 
     def loads(self, expr, loops, bindings, conds):
         """Record parameter loads inside `expr`, with the if_then_else branch conditions."""
+        if self.loops_only:
+            return
         t = type(expr)
         if t is ir.TensorLoad:
             self.record(expr.source, AccessKind.READ, expr.indices, loops, bindings, conds)
