@@ -55,6 +55,15 @@ class Cancelled(BlockwiseError):
     """The compile was cancelled between stages."""
 
 
+class FusionPolicy(str, enum.Enum):
+    """Which of the plan's decisions the apply-plan stage keeps."""
+
+    APPROVED = "approved"  # every approved decision that generates code and verifies
+    # every proposed decision is tried, and kept only if measured faster than its members
+    # beyond the measurement's noise (targets without a device: if estimated faster)
+    MEASURED_WINNERS = "auto"
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     target: str = "llvm"
@@ -67,5 +76,6 @@ class CompileOptions:
     stop_after: Stage | None = None  # e.g. Stage.SCHEDULE for analyses of scheduled kernels
     # The fusion plan whose approved decisions the "apply plan" stage executes (None: skip).
     plan: "FusionPlan | None" = None
+    fusion_policy: FusionPolicy = FusionPolicy.APPROVED
     # Kernel tuning (and co-tuning of the plan's approved groups) in the schedule stage.
     tuning: "TuneOptions | None" = None

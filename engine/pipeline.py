@@ -210,7 +210,7 @@ def _schedule(ctx: CompileContext) -> str:
 def _apply_plan(ctx: CompileContext) -> str:
     """Fills fusion, mod (fused decisions), kernels."""
     layouts = ctx.tuning.layouts if ctx.tuning is not None else {}
-    applied = apply_plan(ctx.options.plan, ctx.mod, ctx, layouts)
+    applied = apply_plan(ctx.options.plan, ctx.mod, ctx, layouts, ctx.options.fusion_policy)
     ctx.mod, ctx.kernels, ctx.fusion = applied.module, applied.kernels, applied.outcome
     ctx.notes.extend(applied.outcome.summary_notes())
     return f"{len(ctx.kernels)} kernels after the plan"

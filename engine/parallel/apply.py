@@ -22,8 +22,9 @@ import tvm
 from tvm import relax
 
 from engine.errors import BlockwiseError
+from engine.events import FusionPolicy
 from engine.kernels import KernelCall
-from engine.runtime.measure import profile_kernels, time_runs
+from engine.runtime.measure import time_kernels_isolated, time_runs
 from engine.parallel.kernel_graph import call_args, is_call_tir, key, main_bindings
 from engine.parallel.plan import DecisionKind, FusionDecision, FusionPlan, validate_plan
 from engine.parallel.relax_rewrite import call_of, member_vars, replace_with_fused
@@ -34,6 +35,8 @@ class DecisionResult(str, enum.Enum):
     NOT_APPROVED = "not approved"
     CODEGEN_REJECTED = "rejected by code generation"
     ROLLED_BACK = "rolled back (verification failed)"
+    NO_MEASURED_GAIN = "dropped (no measured gain)"  # FusionPolicy.MEASURED_WINNERS
+    NO_ESTIMATED_GAIN = "dropped (no estimated gain)"  # the same without a device to measure on
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class DecisionOutcome:
     kernels_after: int = 0  # 1 when applied
     members_ms: tuple[float, ...] = ()  # each member kernel in the unfused build
     fused_ms: float | None = None  # the fused kernel in the fused build
+    noise_ms: float | None = None  # summed spread of those timings: a gain below it is noise
 
     @property
     def members_sum_ms(self) -> float | None:
@@ -61,6 +65,9 @@ class PlanOutcome:
     unfused_ms: float | None = None  # end-to-end median, same run
     fused_ms: float | None = None
     notes: tuple[str, ...] = ()
+    kernel_timing: str = ""  # how members_ms / fused_ms were measured
+    e2e_noise_ms: float | None = None  # spread of the end-to-end rounds: a difference below it is noise
+    policy: str = "approved"  # engine.events.FusionPolicy value
 
     def applied(self) -> int:
         return sum(d.result is DecisionResult.APPLIED for d in self.decisions)
@@ -73,10 +80,13 @@ class PlanOutcome:
         return {"launches_before": self.launches_before, "launches_after": self.launches_after,
                 "verified": self.verified, "unfused_latency_ms": self.unfused_ms,
                 "fused_latency_ms": self.fused_ms, "notes": list(self.notes),
+                "kernel_timing": self.kernel_timing, "e2e_noise_ms": self.e2e_noise_ms,
+                "policy": self.policy,
                 "decisions": [{"id": d.id, "result": d.result.value, "reason": d.reason,
                                "fused_kernel": d.fused_kernel, "kernels_before": d.kernels_before,
                                "kernels_after": d.kernels_after, "members_ms": list(d.members_ms),
-                               "members_sum_ms": d.members_sum_ms, "fused_ms": d.fused_ms}
+                               "members_sum_ms": d.members_sum_ms, "fused_ms": d.fused_ms,
+                               "noise_ms": d.noise_ms}
                               for d in self.decisions]}
 
 
@@ -87,17 +97,26 @@ class AppliedPlan:
     outcome: PlanOutcome
 
 
-def apply_plan(plan: FusionPlan, mod: tvm.IRModule, ctx, layouts=None) -> AppliedPlan:
-    """Fuse `plan`'s approved decisions into the scheduled `mod`. `ctx`: the pipeline's
+def apply_plan(plan: FusionPlan, mod: tvm.IRModule, ctx, layouts=None,
+               policy: FusionPolicy = FusionPolicy.APPROVED) -> AppliedPlan:
+    """Fuse `plan`'s approved decisions into the scheduled `mod` (MEASURED_WINNERS: every
+    proposed decision, then only those measured faster). `ctx`: the pipeline's
     CompileContext (model, spec, target, kernels, options); `layouts`: decision id ->
     co-tuned layout of its fused kernel (engine.tuning.hook)."""
     validate_plan(plan, ctx.model.name, ctx.spec.name, ctx.kernels)
-    layouts = layouts or {}
+    if policy is FusionPolicy.APPROVED:
+        return _apply(plan, plan.approved(), mod, ctx, layouts or {})
+    trial = _apply(plan, plan.with_approval("all").approved(), mod, ctx, layouts or {})
+    return _keep_winners(plan, trial, mod, ctx, layouts or {})
+
+
+def _apply(plan: FusionPlan, approved, mod, ctx, layouts) -> AppliedPlan:
+    """Fuse `approved` on `mod`, verify (rolling back failures one by one), measure."""
     base, base_kernels = mod, ctx.kernels
-    vars_of = {d.id: member_vars(base, d.kernels) for d in plan.approved()}
+    vars_of = {d.id: member_vars(base, d.kernels) for d in approved}
     results: dict[str, DecisionOutcome] = {
         d.id: DecisionOutcome(d.id, DecisionResult.NOT_APPROVED, d.reason or "not approved")
-        for d in plan.decisions if d not in plan.approved()}
+        for d in plan.decisions if d not in approved}
 
     def fuse_or_reject(current, d: FusionDecision):
         """(module, fused kernel name), or None with the decision's result recorded."""
@@ -111,7 +130,7 @@ def apply_plan(plan: FusionPlan, mod: tvm.IRModule, ctx, layouts=None) -> Applie
 
     kept: list[FusionDecision] = []
     fused, names = base, {}
-    for d in plan.approved():
+    for d in approved:
         made = fuse_or_reject(fused, d)
         if made is not None:
             fused, names[d.id] = made
@@ -142,6 +161,45 @@ def apply_plan(plan: FusionPlan, mod: tvm.IRModule, ctx, layouts=None) -> Applie
     if kept:
         outcome = _measure_effect(outcome, base, fused, kept, names, base_kernels, ctx)
     return AppliedPlan(fused, kernels, outcome)
+
+
+def _keep_winners(plan: FusionPlan, trial: AppliedPlan, mod, ctx, layouts) -> AppliedPlan:
+    """From a trial with every decision applied: keep the decisions whose fused kernel is
+    faster than its members beyond the noise (estimated gain without timings), rebuild with
+    them, and keep none if that build is slower end to end beyond the noise."""
+    applied = [o for o in trial.outcome.decisions if o.result is DecisionResult.APPLIED]
+    measured = trial.outcome.kernel_timing != ""
+    drops: dict[str, DecisionOutcome] = {}
+    for o in applied:
+        if measured and o.fused_ms is not None and o.members_sum_ms is not None:
+            gain = o.members_sum_ms - o.fused_ms
+            if gain <= (o.noise_ms or 0.0):
+                drops[o.id] = replace(o, result=DecisionResult.NO_MEASURED_GAIN, reason=(
+                    f"fused {o.fused_ms:.4f} ms vs members {o.members_sum_ms:.4f} ms "
+                    f"(noise {o.noise_ms or 0:.4f} ms)"))
+        elif not measured and plan.decision(o.id).gain.estimated_us <= 0:
+            drops[o.id] = replace(o, result=DecisionResult.NO_ESTIMATED_GAIN,
+                                  reason=f"estimated {plan.decision(o.id).gain.estimated_us:.1f} us")
+    winners = [plan.decision(o.id) for o in applied if o.id not in drops]
+    final = trial if not drops else _apply(plan, tuple(winners), mod, ctx, layouts)
+    out = final.outcome
+    slower = (out.fused_ms is not None and out.unfused_ms is not None
+              and out.fused_ms - out.unfused_ms > (out.e2e_noise_ms or 0.0))
+    if slower:  # together they lose end to end: keep none
+        why = (f"the kept decisions measured slower end to end: {out.fused_ms:.4f} ms fused vs "
+               f"{out.unfused_ms:.4f} ms unfused (noise {out.e2e_noise_ms or 0:.4f} ms)")
+        for o in out.decisions:
+            if o.result is DecisionResult.APPLIED:
+                drops[o.id] = replace(o, result=DecisionResult.NO_MEASURED_GAIN, reason=why)
+        final = AppliedPlan(mod, ctx.kernels, replace(out, launches_after=out.launches_before))
+        out = final.outcome
+    tried = {o.id: o for o in trial.outcome.decisions}
+    decisions = tuple(drops.get(o.id) or (o if o.result is not DecisionResult.NOT_APPROVED else tried[o.id])
+                      for o in out.decisions)
+    note = ("kept only decisions measured faster than their members" if measured else
+            "kept only decisions estimated faster (estimated: no device to measure on)")
+    return replace(final, outcome=replace(out, decisions=decisions, policy=FusionPolicy.MEASURED_WINNERS.value,
+                                          notes=out.notes + (f"auto: {note}; {len(drops)} dropped",)))
 
 
 def _first_line(err: Exception) -> str:
@@ -223,26 +281,30 @@ def _relist(mod, base, base_kernels: tuple[KernelCall, ...]) -> tuple[KernelCall
     return tuple(out)
 
 
+KERNEL_TIMING = "each kernel timed alone (time_evaluator) on the arguments of a real run"
+
+
 def _measure_effect(outcome, base, fused, kept, names, base_kernels, ctx):
-    """Unfused and fused builds timed in one run: each fused kernel in place (VM instrument
-    hook) beside the sum of its members' times, and both models end to end, alternately."""
+    """Unfused and fused builds measured in one run: each fused kernel and each member
+    timed alone on the inputs it gets in a real run (no per-call hook cost, which would
+    favour fusion by one hook per saved launch), and both models end to end, alternately."""
     if not ctx.spec.times_fusion or not ctx.options.timing or not ctx.spec.device_present():
         return replace(outcome, notes=outcome.notes + (
             "fusion effect not timed (no device run: kernels verified in host emulation)",))
     inputs = ctx.model.random_inputs(ctx.options.seed)
     runs = max(ctx.options.runs, 3)
-    timed = {}
-    latency = {"unfused": [], "fused": []}
-    vms = {"unfused": host_vm(base, ctx), "fused": host_vm(fused, ctx)}
-    for which, vm in vms.items():
-        args = [tvm.runtime.tensor(inputs[s.name]) for s in ctx.model.inputs]
-        funcs = {f for f in _funcs(vm_mod=base if which == "unfused" else fused)}
-        timed[which] = {t.name: t for t in profile_kernels(vm, lambda: vm["main"](*args), runs,
-                                                           lambda: None, funcs)}
-    for _ in range(2):  # alternate, to share any drift between the two
+    dev = tvm.cpu()
+    builds = {"unfused": (base, ctx.spec.host_build(base, ctx.target)),
+              "fused": (fused, ctx.spec.host_build(fused, ctx.target))}
+    vms = {which: relax.VirtualMachine(ex, dev) for which, (_, ex) in builds.items()}
+    args = [tvm.runtime.tensor(inputs[s.name], dev) for s in ctx.model.inputs]
+    timed = {which: time_kernels_isolated(builds[which][1], vm, lambda vm=vm: vm["main"](*args),
+                                          _funcs(builds[which][0]), dev)
+             for which, vm in vms.items()}
+    latency: dict[str, list[float]] = {"unfused": [], "fused": []}
+    for _ in range(3):  # alternate, to share any drift between the two
         for which, vm in vms.items():
-            args = [tvm.runtime.tensor(inputs[s.name]) for s in ctx.model.inputs]
-            latency[which].append(time_runs(lambda: vm["main"](*args), runs).median_ms)
+            latency[which].append(time_runs(lambda vm=vm: vm["main"](*args), runs).median_ms)
     by_id = {d.id: d for d in kept}
     decisions = []
     for o in outcome.decisions:
@@ -250,12 +312,16 @@ def _measure_effect(outcome, base, fused, kept, names, base_kernels, ctx):
         if d is None:
             decisions.append(o)
             continue
-        members = tuple(timed["unfused"][base_kernels[k].func].median_ms for k in d.kernels
-                        if base_kernels[k].func in timed["unfused"])
+        members = [timed["unfused"].get(base_kernels[k].func) for k in d.kernels]
         fused_t = timed["fused"].get(names[d.id])
-        decisions.append(replace(o, members_ms=members, fused_ms=fused_t.median_ms if fused_t else None))
+        if fused_t is None or any(m is None for m in members):
+            decisions.append(o)
+            continue
+        decisions.append(replace(o, members_ms=tuple(m.median_ms for m in members), fused_ms=fused_t.median_ms,
+                                 noise_ms=fused_t.spread_ms + sum(m.spread_ms for m in members)))
+    noise = max(max(v) - min(v) for v in latency.values())
     return replace(outcome, decisions=tuple(decisions), unfused_ms=min(latency["unfused"]),
-                   fused_ms=min(latency["fused"]))
+                   fused_ms=min(latency["fused"]), kernel_timing=KERNEL_TIMING, e2e_noise_ms=noise)
 
 
 def _funcs(vm_mod) -> set[str]:

@@ -102,3 +102,53 @@ def onnxruntime_session(proto_bytes: bytes, threads: int):
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
     return ort.InferenceSession(proto_bytes, opts, providers=["CPUExecutionProvider"])
+
+
+@dataclass(frozen=True)
+class IsolatedTime:
+    median_ms: float
+    spread_ms: float  # interquartile range of the repeats: the measurement's noise
+
+
+def time_kernels_isolated(executable, vm, run: Callable[[], object], names: set[str], dev,
+                          repeat: int = 9, min_repeat_ms: int = 5) -> dict[str, IsolatedTime]:
+    """Time per call of each kernel in `names`, each timed alone by the runtime's
+    `time_evaluator` (no Python between calls) on the arguments of its first call in one
+    real run of `run`. Unlike `profile_kernels`, no per-call hook cost is counted, so a
+    fused kernel and its members compare fairly however small they are."""
+    import tvm
+    from tvm.runtime.vm import VMInstrumentReturnKind
+
+    captured: dict[str, list] = {}
+
+    def instrument(func, func_symbol, before_run, ret_value, *args):
+        name = str(func_symbol)
+        if before_run and name in names and name not in captured:
+            captured[name] = [tvm.runtime.tensor(a.numpy(), dev) if hasattr(a, "numpy") else a for a in args]
+        return VMInstrumentReturnKind.NO_OP
+
+    vm.set_instrument(instrument)
+    try:
+        run()
+    finally:
+        vm.set_instrument(None)
+    libs = _modules(executable.mod)
+    out: dict[str, IsolatedTime] = {}
+    for name, args in captured.items():
+        lib = next((m for m in libs if m.implements_function(name)), None)
+        if lib is None:
+            continue
+        timer = lib.time_evaluator(name, dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+        ms = np.asarray(timer(*args).results) * 1e3
+        q1, q3 = np.percentile(ms, [25, 75])
+        out[name] = IsolatedTime(float(np.median(ms)), float(q3 - q1))
+    return out
+
+
+def _modules(root) -> list:
+    todo, out = [root], []
+    while todo:
+        mod = todo.pop()
+        out.append(mod)
+        todo.extend(mod.imports)
+    return out
