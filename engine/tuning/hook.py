@@ -17,6 +17,7 @@ from engine.errors import BlockwiseError
 from engine.events import Stage, StageEvent, StageStatus
 from engine.tuning.cotune_plan import CotuneRecord, cotune_plan
 from engine.tuning.database import TuneStore
+from engine.tuning.measure import check_tracker
 from engine.tuning.tuner import TuneOptions, TuneReport, tune_module
 
 
@@ -37,6 +38,8 @@ def tune_kernels(mod: tvm.IRModule, ctx, options: TuneOptions, plan=None) -> Tun
     def emit(message: str) -> None:
         ctx.progress(StageEvent(Stage.SCHEDULE, StageStatus.PROGRESS, time.perf_counter() - start, message))
 
+    if options.rpc is not None:
+        check_tracker(options.rpc)  # seconds, not TVM's minute of retries per connection
     unscheduled = mod
     mod, report = tune_module(mod, ctx.target, ctx.spec.schedule_one, store, options, emit)
     notes = report.notes() if options.trials > 0 else []

@@ -69,3 +69,36 @@ def measure_modules(mods: list[tvm.IRModule], target, builder, runner) -> list[f
         if out.error_msg is None and out.run_secs:
             times[i] = statistics.median(float(s) for s in out.run_secs)
     return times
+
+
+def check_tracker(rpc: RpcEndpoint, timeout_s: float = 5.0) -> int:
+    """Fail fast, with one line, when the tracker is unreachable or has no device under the
+    key; returns the number of free devices under it. (TVM's own
+    client retries for a minute per connection and falls back silently.)"""
+    import socket
+    import struct
+
+    from tvm.rpc import base
+
+    where = f"RPC tracker {rpc.host}:{rpc.port}"
+    try:
+        with socket.create_connection((rpc.host, rpc.port), timeout=timeout_s) as sock:
+            sock.settimeout(timeout_s)
+            sock.sendall(struct.pack("<i", base.RPC_TRACKER_MAGIC))
+            if struct.unpack("<i", base.recvall(sock, 4))[0] != base.RPC_TRACKER_MAGIC:
+                raise BlockwiseError(f"{where} is not a TVM RPC tracker")
+            base.sendjson(sock, [base.TrackerCode.SUMMARY])
+            code, summary = base.recvjson(sock)
+    except (OSError, ValueError, struct.error) as err:
+        raise BlockwiseError(f"{where} is unreachable: {str(err) or type(err).__name__}") from None
+    if code != base.TrackerCode.SUCCESS or not isinstance(summary, dict):
+        raise BlockwiseError(f"{where} did not answer its summary request")
+    queue = summary.get("queue_info", {}).get(rpc.key) or {}
+    if not (queue.get("free", 0) > 0 or _registered(summary, rpc.key)):
+        known = ", ".join(sorted(summary.get("queue_info", {}))) or "none"
+        raise BlockwiseError(f"{where} has no device under key '{rpc.key}' (keys: {known})")
+    return int(queue.get("free", 0))
+
+
+def _registered(summary: dict, key: str) -> bool:
+    return any(key in str(server.get("key", "")) for server in summary.get("server_info", []))
