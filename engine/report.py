@@ -1,53 +1,15 @@
-"""The compile report: a CompileResult as JSON-ready data, and the output files."""
+"""The compiled library as a file (the report itself is the front ends': workbench.present.report)."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import tempfile
 from pathlib import Path
 
-from engine.files import current_umask, native_stderr_silenced, write_atomic
-from engine.opgraph import OperatorGraph
+from engine.files import current_umask, native_stderr_silenced
 from engine.pipeline import CompileResult
 
 LIBRARY_NAME = "model.so"
-
-
-def report_data(result: CompileResult, graph: OperatorGraph) -> dict:
-    def latency(lat):
-        return dataclasses.asdict(lat) if lat is not None else None
-
-    ratio = (result.latency.median_ms / result.onnxruntime_latency.median_ms
-             if result.latency and result.onnxruntime_latency else None)
-    return {
-        "model": result.model,
-        "target": result.target,
-        "target_detail": result.target_detail,
-        "ran_on": result.ran_on,
-        "stages": [{"name": s.stage.value, "seconds": round(s.seconds, 4), "status": s.status,
-                    "message": s.message} for s in result.stages],
-        "verification": {
-            "passed": result.verification.passed, "rtol": result.verification.rtol,
-            "atol": result.verification.atol, "max_abs_err": result.verification.max_abs,
-            "max_rel_err": result.verification.max_rel,
-            "first_bad_kernel": result.verification.first_bad_kernel,
-            "outputs": [dataclasses.asdict(o) for o in result.verification.outputs]},
-        "launches_per_inference": result.launches,
-        "kernels": [{"index": k.index, "name": k.func, "ops": list(k.ops),
-                     "op_labels": [graph.node(o).label for o in k.ops],
-                     "out_shape": list(k.out_shape)} for k in result.kernels],
-        "kernel_times": [dataclasses.asdict(t) for t in result.kernel_times],
-        "latency": latency(result.latency),
-        "onnxruntime_latency": latency(result.onnxruntime_latency),
-        "ratio_vs_onnxruntime": ratio,
-        "notes": list(result.notes),
-    }
-
-
-def write_report(data: dict, out_dir: str | os.PathLike) -> Path:
-    return write_atomic(Path(out_dir) / "report.json", json.dumps(data, indent=1) + "\n")
 
 
 def export_library(result: CompileResult, out_dir: str | os.PathLike) -> Path:

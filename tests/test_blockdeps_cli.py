@@ -41,7 +41,9 @@ def test_edge_by_label_and_svg(cli, tmp_path):
     assert res.returncode == 0, res.stderr
     first = res.stdout.splitlines()[0]
     assert first.startswith("#0 squeeze1x1/conv -> #2 expand3x3/conv") and "one-to-few" in first
-    assert "block     0 <- [0, 1]" in res.stdout or "block     0 <- [0" in res.stdout
+    # row tiles with a one-row halo: block 0 reads tiles 0-1, inner blocks c-1..c+1
+    assert "  block     0 <- [0, 1]  starts after producer block 1" in res.stdout
+    assert "  block     3 <- [2, 3, 4]  starts after producer block 4" in res.stdout
     svg = out.read_text().replace("&#45;", "-")
     assert svg.startswith("<?xml") and "</svg>" in svg and "one-to-few" in svg
 

@@ -90,6 +90,8 @@ def test_dynamic_input_without_shape(cli, tmp_path):
 def test_bad_flag(cli):
     _fails(cli("inspect", "zoo:squeezenet", "--shape", "x=1,a"), "bad --shape 'x=1,a'")
     _fails(cli("inspect", "zoo:squeezenet", "--no-such-flag"), "unrecognized arguments")
+    # targets come from the engine's target table
+    _fails(cli("compile", "fire_module", "--target", "bogus"), "invalid choice: 'bogus' (choose from 'llvm', 'cuda')")
 
 
 def test_engine_never_imports_ui_libraries():

@@ -13,14 +13,14 @@ from types import SimpleNamespace
 
 import pytest
 
-import engine.pipeline  # noqa: F401  (imports TVM once, before any timed interaction)
-from engine.runtime.measure import KernelTime, Latency
+from engine.events import Cancelled, Stage, StageEvent, StageStatus
+from engine.parallel.plan import DecisionStatus, FusionPlan
+from engine.runtime.measure import KernelTime, Latency  # (imports TVM once, before any timed interaction)
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.blocks_view import BlocksView
 from workbench.tui.compile_panel import CompilePanel
 from workbench.tui.engine_adapter import EngineAnalyses
-from workbench.tui.facts import (BlockDepsReport, BlockGrid, DecisionRow, EdgeDeps, PlanState, Status,
-                                 Unavailable)
+from workbench.tui.facts import BlockDepsReport, BlockGrid, DecisionRow, EdgeDeps, PlanState, Unavailable
 from workbench.tui.fusion_table import FusionTable
 from workbench.tui.graph_canvas import GraphCanvas
 from workbench.tui.graph_view import GraphView
@@ -55,20 +55,18 @@ class FakeSession:
         return SimpleNamespace(kernels=self.kernels())
 
     def compile(self, options=None, progress=None, cancel=None):
-        from engine.pipeline import Cancelled, Stage, StageEvent
-
         self.compiles.append(options)
         for stage in Stage:
             if cancel is not None and cancel.is_set():
                 raise Cancelled(f"compile cancelled before stage '{stage.value}'")
-            if stage is Stage.APPLY_PLAN and options.apply_plan is None:
-                progress(StageEvent(stage, "skip", message="no plan"))
+            if stage is Stage.APPLY_PLAN and options.plan is None:
+                progress(StageEvent(stage, StageStatus.SKIP, message="no plan"))
                 continue
-            progress(StageEvent(stage, "start"))
+            progress(StageEvent(stage, StageStatus.START))
             time.sleep(self.stage_delay)
-            progress(StageEvent(stage, "done", self.stage_delay, f"{stage.value} ok"))
+            progress(StageEvent(stage, StageStatus.DONE, self.stage_delay, f"{stage.value} ok"))
         kernels = self.kernels(fused_pairs=True)
-        scale = 0.5 if options.apply_plan else 1.0
+        scale = 0.5 if options.plan else 1.0
         times = tuple(KernelTime(k.func, 1, scale * 0.01 * (k.index + 1), 0.01, 0.01, 0.01, 0.01,
                                  1 / len(kernels)) for k in kernels)
         return SimpleNamespace(model=self.graph.model, target="llvm", kernels=kernels, kernel_times=times,
@@ -105,12 +103,12 @@ class FakeAnalyses(EngineAnalyses):
             return Unavailable("engine.parallel has no plan API (test)")
         target = Path(path or self.plan_dir / "plan.json")
         rows = [DecisionRow("D1", "horizontal", ("n1", "n6"), "same input, 2 convs", "0.10 ms",
-                            Status.PROPOSED),
+                            DecisionStatus.PROPOSED),
                 DecisionRow("D2", "horizontal", ("n3", "n9"), "independent branches", "0.05 ms",
-                            Status.PROPOSED)]
+                            DecisionStatus.PROPOSED)]
         if target.exists():
             status = json.loads(target.read_text())
-            rows = [DecisionRow(r.id, r.kind, r.members, r.evidence, r.estimated_gain, Status(status[r.id]))
+            rows = [DecisionRow(r.id, r.kind, r.members, r.evidence, r.estimated_gain, DecisionStatus(status[r.id]))
                     for r in rows]
         return PlanState(rows, str(target))
 
@@ -120,8 +118,8 @@ class FakeAnalyses(EngineAnalyses):
         plan.dirty = True
         return []
 
-    def plan_outcome(self, plan, apply_plan):
-        return ""
+    def plan_outcome(self, plan, result):
+        return ""  # no outcome of the engine's own: the app measures gains from the two runs
 
     def save_plan(self, plan):
         path = Path(plan.path)
@@ -129,8 +127,8 @@ class FakeAnalyses(EngineAnalyses):
         self.saved.append(path)
         return path
 
-    def apply_fn(self, session, plan):
-        return lambda mod, ctx: mod
+    def compile_plan(self, plan):
+        return FusionPlan("synthetic", "llvm", "test", ())
 
 
 def make_app(tmp_path, n_nodes=40, **kw) -> tuple[WorkbenchApp, FakeSession]:
@@ -238,20 +236,20 @@ def test_approve_reject_highlight_and_save(tmp_path):
             assert table.has_focus and table.row_count == 2
             assert canvas._highlight == {"n1", "n6"}  # the first row's members
             await pilot.press("a")  # approve D1, cursor moves to D2
-            assert app.plan.row("D1").status is Status.APPROVED and app.plan.dirty
+            assert app.plan.row("D1").status is DecisionStatus.APPROVED and app.plan.dirty
             assert canvas._highlight == {"n3", "n9"}
             await pilot.press("r")
-            assert app.plan.row("D2").status is Status.REJECTED
+            assert app.plan.row("D2").status is DecisionStatus.REJECTED
             shot = screen(app)
             assert "approved" in shot and "rejected" in shot and "unsaved" in shot
             await pilot.press("ctrl+s")
             saved = json.loads((tmp_path / "plan.json").read_text())
             assert saved == {"D1": "approved", "D2": "rejected"}
             await pilot.press("R")
-            assert all(r.status is Status.REJECTED for r in app.plan.rows)
+            assert all(r.status is DecisionStatus.REJECTED for r in app.plan.rows)
             await pilot.press("ctrl+o")  # reload from the file
             await pilot.pause()
-            assert app.plan.row("D1").status is Status.APPROVED
+            assert app.plan.row("D1").status is DecisionStatus.APPROVED
     run(go())
 
 
@@ -272,16 +270,19 @@ def test_compile_before_and_after_fills_timing(tmp_path):
             assert list(panel.rows) == list(STAGE_NAMES)
             await pilot.press("3", "A", "C")
             await settle(pilot, app)
-            assert session.compiles[-1].apply_plan is not None and app.results["after"] is not None
+            assert session.compiles[-1].plan is not None and app.results["after"] is not None
             await pilot.press("4")
             shot = screen(app)
             assert "before the plan" in shot and "after the plan" in shot
             assert "Time %" in shot and "█" in shot and "2.00x vs before" in shot
             table = app.query(KernelTable).first()
-            first = table.get_row_at(0)[-1]
-            await pilot.press("o")  # sort by calls, then name
-            await pilot.press("o", "o", "o", "o", "o", "o")
-            assert table.get_row_at(0)[-1] != first or table.sort_index == 7
+            times = app.results["before"].kernel_times  # both runs have the same kernel names
+            names = sorted(t.name for t in times)
+            assert table.get_row_at(0)[-1] == max(times, key=lambda t: t.total_ms).name  # by total, descending
+            await pilot.press(*"o" * 6)  # Total ms -> Calls, Avg, Med, Min, Max -> Name
+            assert "Name ▲" in screen(app) and table.get_row_at(0)[-1] == names[0]
+            await pilot.press("O")
+            assert "Name ▼" in screen(app) and table.get_row_at(0)[-1] == names[-1]
             # measured gains reach the decisions
             assert all(r.measured_gain_ms is not None for r in app.plan.rows)
             # nodes are coloured by kernel time
@@ -380,10 +381,10 @@ def test_graph_screen_snapshot(tmp_path):
             (tmp_path / "graph.svg").write_text(svg)
             assert svg.startswith("<svg") and "stem/conv" in svg
             text = screen(app).splitlines()
-            assert "1 Graph" in text[1] or "1 Graph" in text[2]
+            assert text[1].split() == ["1", "Graph", "2", "Blocks", "3", "Fusion", "4", "Timing", "5", "Compile"]
             assert any("╭" in line and "╮" in line for line in text)
             assert any("Conv 1x64x28x28" in line for line in text)
-            assert "^p palette" in text[-1] or "palette" in text[-1]
+            assert text[-1].rstrip().endswith("^p palette") and "/ Search" in text[-1]
     run(go())
 
 

@@ -11,7 +11,8 @@ from tests.test_tui import screen, settle
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.blocks_view import BlocksView
 from workbench.tui.engine_adapter import EngineAnalyses
-from workbench.tui.facts import PlanState, Status
+from engine.parallel.plan import DecisionStatus
+from workbench.tui.facts import PlanState
 from workbench.tui.fusion_table import FusionTable
 from workbench.tui.graph_canvas import GraphCanvas
 
@@ -49,7 +50,7 @@ def test_fire_module_end_to_end(tmp_path):
             assert after is not None, screen(app)
             assert after.launches < app.results["before"].launches
             assert any(k.func.startswith("hfused_") for k in after.kernels)
-            assert any(r.measured_gain_ms is not None for r in app.plan.rows if r.status is Status.APPROVED)
+            assert any(r.measured_gain_ms is not None for r in app.plan.rows if r.status is DecisionStatus.APPROVED)
             await pilot.press("4")
             shot = screen(app)
             assert "hfused_" in shot and "vs before" in shot

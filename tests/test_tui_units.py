@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,8 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from engine.errors import BlockDepsError, PlanError
+from engine.parallel.plan import DecisionStatus
 from engine.runtime.measure import KernelTime
-from workbench.tui.facts import DecisionRow, Status, measured_gains, op_times
+from workbench.tui.engine_adapter import EngineAnalyses
+from workbench.tui.facts import DecisionRow, Unavailable, measured_gains, op_times
 from workbench.tui.graph_canvas import neighbourhood
 from workbench.tui.graph_view import search_graph
 from workbench.tui.layout import ClusterSpec, Detail, drawn_clusters, layout_graph
@@ -101,21 +105,47 @@ def test_op_times_and_measured_gains():
     before_k, before_t = (k("a", "x"), k("b", "y"), k("c", "z")), (t("a", 1.0), t("b", 2.0), t("c", 5.0))
     after_k, after_t = (k("ab", "x", "y"), k("c", "z")), (t("ab", 2.5), t("c", 5.0))
     assert op_times(before_k, before_t) == {"x": 1.0, "y": 2.0, "z": 5.0}
-    row = DecisionRow("d0", "horizontal", ("x", "y"), "", "", Status.APPROVED)
+    row = DecisionRow("d0", "horizontal", ("x", "y"), "", "", DecisionStatus.APPROVED)
     assert measured_gains([row], before_k, before_t, after_k, after_t) == {"d0": pytest.approx(0.5)}
 
 
-def test_engine_imports_no_ui_library_and_only_the_adapter_touches_analyses():
-    code = ("import sys, engine.session, engine.pipeline, engine.graphviz, engine.blockdeps, engine.parallel; "
+# What a TUI module other than the adapter may import of the engine: the facade, events,
+# plain facts and the plan's types (no analyses).
+TUI_ENGINE_IMPORTS = {"engine.session", "engine.events", "engine.errors", "engine.files", "engine.graphviz",
+                      "engine.opgraph", "engine.parallel.plan"}
+
+
+def test_engine_and_presenter_import_no_ui_library_and_only_the_adapter_asks_for_analyses():
+    code = ("import sys, engine.session, engine.pipeline, engine.graphviz, engine.blockdeps, engine.parallel, "
+            "workbench.present.plan, workbench.present.fusion, workbench.present.blockdeps, "
+            "workbench.present.report; "
             "bad = [m for m in ('textual', 'rich', 'matplotlib') if m in sys.modules]; print(bad); "
             "sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for path in (ROOT / "workbench" / "tui").glob("*.py"):
         text = path.read_text()
-        touches = "engine.blockdeps" in text or "engine.parallel" in text
-        assert not touches or path.name in ("engine_adapter.py", "__init__.py"), path.name
+        imported = set(re.findall(r"^\s*(?:from|import) (engine[\w.]*)", text, re.M))
+        assert path.name == "engine_adapter.py" or imported <= TUI_ENGINE_IMPORTS, (path.name, imported)
         assert "import tvm" not in text, path.name
+
+
+class _RefusingSession:
+    """Session-shaped: every analysis raises the engine's one-line errors."""
+
+    model = SimpleNamespace(name="m")
+
+    def block_deps(self, target, progress=None):
+        raise BlockDepsError("kernel fused_conv2d: unsupported loop nest")
+
+    def propose(self, target):
+        raise PlanError("no kernels to fuse")
+
+
+def test_adapter_says_why_the_engine_refused(tmp_path):
+    analyses = EngineAnalyses(str(tmp_path / "plan.json"))
+    assert analyses.block_deps(_RefusingSession()) == Unavailable("kernel fused_conv2d: unsupported loop nest")
+    assert analyses.load_or_propose(_RefusingSession()) == Unavailable("no kernels to fuse")
 
 
 def test_workbench_model_without_subcommand_opens_the_tui(monkeypatch):

@@ -3,41 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 from engine.errors import BlockwiseError
+from workbench import cmd_blockdeps, cmd_compile, cmd_inspect, cmd_plan, cmd_tui
+from workbench.args import parse_shape
 
 # Each module owns one or more subcommands: `register(subparsers, model_cmd)` adds them.
-COMMAND_MODULES = ["workbench.cmd_inspect", "workbench.cmd_compile", "workbench.cmd_tui", "workbench.cmd_plan", "workbench.cmd_blockdeps"]
+COMMAND_MODULES = (cmd_inspect, cmd_compile, cmd_tui, cmd_plan, cmd_blockdeps)
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2, no usage dump
         sys.stderr.write(f"workbench: error: {message} (see --help)\n")
         raise SystemExit(2)
-
-
-def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """`name=1,3,224,224` -> ("name", (1, 3, 224, 224))."""
-    name, sep, dims = text.rpartition("=")
-    try:
-        shape = tuple(int(d) for d in dims.split(","))
-    except ValueError:
-        shape = ()
-    if not sep or not name or not shape or min(shape) <= 0:
-        raise argparse.ArgumentTypeError(f"bad --shape '{text}', expected NAME=D1,D2,... with positive dims")
-    return name, shape
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     for module in COMMAND_MODULES:
-        importlib.import_module(module).register(sub, model_cmd)
+        module.register(sub, model_cmd)
     return parser
 
 

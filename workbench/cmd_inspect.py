@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from engine.graphviz import format_shape, operator_graph_dot, render_svg
-from workbench.session_args import session_from_args
+from workbench.args import session_from_args
 
 
 def register(sub, model_cmd) -> None:

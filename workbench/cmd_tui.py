@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
+
+from workbench.args import positive_int, session_from_args
+
 
 def register(sub, model_cmd) -> None:
-    from workbench.cli import positive_int
-
     p = model_cmd("tui", "open the interactive workbench (graph, block dependencies, fusion, timing)")
     p.add_argument("--out", metavar="DIR", help="export folder for `e` (default: out/MODEL-tui)")
     p.add_argument("--plan", metavar="FILE", help="fusion plan JSON to load and save "
@@ -15,13 +17,9 @@ def register(sub, model_cmd) -> None:
 
 
 def tui_cmd(args) -> int:
-    from engine.session import Session
-    from workbench.tui.app import WorkbenchApp
+    from workbench.tui.app import WorkbenchApp  # textual: loaded only for this command
     from workbench.tui.engine_adapter import EngineAnalyses
 
-    def open_session(spec: str) -> Session:
-        return Session(spec, shapes=dict(args.shape), seed=args.seed)
-
-    WorkbenchApp(args.model, session_factory=open_session, analyses=EngineAnalyses(args.plan),
+    WorkbenchApp(args.model, session_factory=partial(session_from_args, args), analyses=EngineAnalyses(args.plan),
                  out_dir=args.out, runs=args.runs).run()
     return 0

@@ -1,11 +1,17 @@
-"""Tuning options of `workbench compile`: --tune-trials, --rpc, --tune-db."""
+"""Tuning options of `workbench compile` (--tune-trials, --rpc, --tune-db, --cotune-trials)
+and the engine's TuneOptions they ask for."""
 
 from __future__ import annotations
 
+import argparse
 
-def add_tune_arguments(p) -> None:
-    from workbench.cli import positive_int
+from engine.errors import BlockwiseError
+from engine.session import target_info, target_names
+from engine.tuning.options import RpcEndpoint, TuneOptions
+from workbench.args import positive_int
 
+
+def add_tune_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tune-trials", type=positive_int, metavar="N",
                    help="tune the heaviest kernels, N MetaSchedule trials in all; the default rule's "
                    "other tiles are measured beside them and the fastest kept (default: no tuning)")
@@ -14,22 +20,23 @@ def add_tune_arguments(p) -> None:
     p.add_argument("--tune-db", metavar="DIR",
                    help="folder of the tuning databases (default: .blockwise/tune)")
     p.add_argument("--cotune-trials", type=positive_int, metavar="N",
-                   help="co-tune every approved fusion decision (llvm): N trials for the joint search "
-                   "and N for the separately-tuned baseline it is compared with")
+                   help=f"co-tune every approved fusion decision ({', '.join(_cotuning_targets())}): N trials "
+                   "for the joint search and N for the separately-tuned baseline it is compared with")
 
 
-def tune_hook(args, progress, plan=None):
-    """The CompileOptions.tune hook these arguments ask for, or None."""
-    cotune = getattr(args, "cotune_trials", None)
-    if not getattr(args, "tune_trials", None) and not cotune:
+def tune_options(args: argparse.Namespace) -> TuneOptions | None:
+    """The TuneOptions these arguments ask for, or None; checks the flags fit together first."""
+    if not args.tune_trials and not args.cotune_trials:
         return None
-    from engine.errors import BlockwiseError
-    from engine.tuning import KernelTuner, RpcEndpoint, TuneOptions
-
-    if cotune and plan is None:
+    if args.cotune_trials and not (args.plan or args.approve):
         raise BlockwiseError("--cotune-trials co-tunes fusion decisions: give --plan FILE or --approve")
-    if cotune and getattr(args, "target", "llvm") != "llvm":
-        raise BlockwiseError("--cotune-trials is implemented for --target llvm only")
+    if args.cotune_trials and not target_info(args.target).cotunes:
+        raise BlockwiseError(f"--cotune-trials is not implemented for --target {args.target} "
+                             f"(only {', '.join(_cotuning_targets())})")
     rpc = RpcEndpoint.parse(args.rpc) if args.rpc else None
-    options = TuneOptions(trials=args.tune_trials or 0, rpc=rpc, db_root=args.tune_db, cotune_trials=cotune or 0)
-    return KernelTuner(options, progress=progress, plan=plan)
+    return TuneOptions(trials=args.tune_trials or 0, rpc=rpc, db_root=args.tune_db,
+                       cotune_trials=args.cotune_trials or 0)
+
+
+def _cotuning_targets() -> list[str]:
+    return [n for n in target_names() if target_info(n).cotunes]

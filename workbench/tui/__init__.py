@@ -1,5 +1,6 @@
 """The workbench TUI (Textual): operator graph, block dependencies, fusion decisions, timing.
 
-Views are written against workbench.tui.facts; engine_adapter is the only module that
-touches engine.blockdeps and engine.parallel; the app drives engine.session.Session.
+Views are written against workbench.tui.facts (and the plan's DecisionStatus); engine_adapter
+is the only module that asks the engine for analyses, and it words them with
+workbench.present; the app drives engine.session.Session.
 """

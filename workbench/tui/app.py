@@ -14,11 +14,13 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 
+from engine.events import STAGES, Cancelled, CompileOptions, StageEvent
+from engine.parallel.plan import DecisionStatus, FusionPlan
 from workbench.tui import events
 from workbench.tui.blocks_view import BlockGridWidget, BlocksView
 from workbench.tui.compile_panel import CompilePanel
 from workbench.tui.engine_adapter import EngineAnalyses
-from workbench.tui.facts import (BlockDepsReport, PlanState, Status, Unavailable, kernel_groups, measured_gains,
+from workbench.tui.facts import (BlockDepsReport, PlanState, Unavailable, kernel_groups, measured_gains,
                                  op_times)
 from workbench.tui.fusion_table import FusionTable
 from workbench.tui.fusion_view import FusionPane
@@ -124,13 +126,12 @@ class WorkbenchApp(App):
         self.post_message(events.BlockDepsReady(_guarded(lambda: self.analyses.block_deps(session, progress))))
 
     @work(thread=True, exclusive=True, name="compile", group="compile")
-    def compile_model(self, kind: str, apply_plan) -> None:
-        from engine.pipeline import STAGES, Cancelled, CompileOptions
-
+    def compile_model(self, kind: str, plan: FusionPlan | None) -> None:
+        """`plan`: the fusion plan whose approved decisions the compile applies (None: none)."""
         self.post_message(events.CompileStarted(kind, [s.value for s in STAGES]))
 
-        def progress(ev) -> None:
-            self.post_message(events.CompileProgress(kind, ev.stage.value, ev.status, ev.seconds, ev.message))
+        def progress(ev: StageEvent) -> None:
+            self.post_message(events.CompileProgress(kind, ev.stage.value, ev.status.value, ev.seconds, ev.message))
 
         if self._engine_lock.locked():
             self.post_message(events.CompileProgress(kind, STAGES[0].value, "wait", 0.0,
@@ -139,8 +140,8 @@ class WorkbenchApp(App):
             try:
                 if self._cancel.is_set():
                     raise Cancelled("compile cancelled before it started")
-                result = self.session.compile(CompileOptions(runs=self.runs, apply_plan=apply_plan),
-                                              progress=progress, cancel=self._cancel)
+                options = CompileOptions(target=self.analyses.target, runs=self.runs, plan=plan)
+                result = self.session.compile(options, progress=progress, cancel=self._cancel)
             except Cancelled as err:
                 self.post_message(events.CompileFailed(kind, str(err), cancelled=True))
                 return
@@ -219,7 +220,7 @@ class WorkbenchApp(App):
         kernel_of = {op: k.func for k in result.kernels for op in k.ops}
         self.query_one(GraphView).set_timing(op_times(result.kernels, result.kernel_times), kernel_of)
         self._update_clusters()
-        self._update_measured(message.kind)
+        self._update_measured(message.kind, result)
         self.sub_title = f"{self.graph.model}: compiled ({message.kind} the plan), {lat}"
         self.notify(f"compile done ({message.kind} the plan): {lat}, {result.launches} launches")
 
@@ -281,7 +282,7 @@ class WorkbenchApp(App):
         if self.query_one(CompilePanel).running:
             self.notify("a compile is already running (x: cancel)", severity="warning")
             return
-        apply_plan = None
+        fusion_plan = None
         if kind == "after":
             if not isinstance(self.plan, PlanState):
                 reason = self.plan.reason if isinstance(self.plan, Unavailable) else "not analysed yet"
@@ -290,12 +291,11 @@ class WorkbenchApp(App):
             if not self.plan.approved:
                 self.notify("no approved decisions: approve some in 3 Fusion (a / A)", severity="warning")
                 return
-            apply_plan = self.analyses.apply_fn(self.session, self.plan)
-            self._apply_plan = apply_plan
+            fusion_plan = self.analyses.compile_plan(self.plan)
         self._cancel.clear()
         self.query_one(CompilePanel).running = True
         self.action_tab("compile")
-        self.compile_model(kind, apply_plan)
+        self.compile_model(kind, fusion_plan)
 
     def action_cancel_compile(self) -> None:
         if self.query_one(CompilePanel).running:
@@ -316,9 +316,10 @@ class WorkbenchApp(App):
         if not isinstance(self.plan, PlanState):
             self.notify("no fusion plan to save", severity="warning")
             return
-        path = self.analyses.save_plan(self.plan)
-        if isinstance(path, Unavailable):
-            self.notify(path.reason, severity="error")
+        try:
+            path = self.analyses.save_plan(self.plan)
+        except OSError as err:
+            self.notify(_one_line(err), title="could not save the plan", severity="error")
             return
         self.plan.dirty = False
         self.query_one(FusionPane).refresh_state()
@@ -362,7 +363,7 @@ class WorkbenchApp(App):
         overlap without nesting, the earlier one is drawn."""
         groups = ()
         if isinstance(self.plan, PlanState):
-            rank = {Status.APPROVED: 0, Status.PROPOSED: 1, Status.REJECTED: 2}
+            rank = {DecisionStatus.APPROVED: 0, DecisionStatus.PROPOSED: 1, DecisionStatus.REJECTED: 2}
             rows = sorted((r for r in self.plan.rows if len(r.members) > 1), key=lambda r: rank.get(r.status, 3))
             groups = tuple(ClusterSpec(f"{r.id} {r.kind}", tuple(r.members), "group") for r in rows)
         kernels = tuple(ClusterSpec(g.name, g.ops, "kernel") for g in kernel_groups(self.kernels))
@@ -372,10 +373,10 @@ class WorkbenchApp(App):
         if self.graph is not None:
             self.query_one(GraphCanvas).set_clusters(self._clusters())
 
-    def _update_measured(self, kind: str) -> None:
+    def _update_measured(self, kind: str, result) -> None:
         if kind != "after" or not isinstance(self.plan, PlanState):
             return
-        note = self.analyses.plan_outcome(self.plan, getattr(self, "_apply_plan", None))
+        note = self.analyses.plan_outcome(self.plan, result)
         if note:  # the engine measured each decision in the apply step
             self.query_one(FusionPane).update_rows(self.plan.rows, note)
             return

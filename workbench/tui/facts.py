@@ -1,13 +1,14 @@
 """The small shapes the TUI views are written against. engine_adapter.py fills them from the
-engine's analyses; tests fill them by hand. Views never see the engine's own types for
-block dependencies or fusion plans, so those APIs can change without touching a view.
+engine's analyses (through workbench.present); tests fill them by hand. Views see one engine
+type: a decision's status is the plan's own DecisionStatus.
 """
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
+
+from engine.parallel.plan import DecisionStatus
 
 
 @dataclass(frozen=True)
@@ -63,12 +64,6 @@ class BlockDepsReport:
     handle: object = field(default=None, repr=False, compare=False)  # the engine's result
 
 
-class Status(str, enum.Enum):
-    PROPOSED = "proposed"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-
-
 @dataclass(frozen=True)
 class DecisionRow:
     id: str
@@ -76,7 +71,7 @@ class DecisionRow:
     members: tuple[str, ...]  # op ids
     evidence: str
     estimated_gain: str  # as the engine states it (e.g. "0.12 ms", "3 launches")
-    status: Status
+    status: DecisionStatus
     reason: str = ""
     measured_gain_ms: float | None = None
     title: str = ""  # the members as the engine names them (kernels), else the ops are listed
@@ -99,7 +94,7 @@ class PlanState:
 
     @property
     def approved(self) -> list[DecisionRow]:
-        return [r for r in self.rows if r.status is Status.APPROVED]
+        return [r for r in self.rows if r.status is DecisionStatus.APPROVED]
 
 
 @dataclass(frozen=True)

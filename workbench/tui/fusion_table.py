@@ -12,9 +12,11 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
-from workbench.tui.facts import DecisionRow, Status
+from engine.parallel.plan import DecisionStatus
+from workbench.tui.facts import DecisionRow
 
-_STATUS_STYLE = {Status.PROPOSED: "yellow", Status.APPROVED: "bold green", Status.REJECTED: "red"}
+_STATUS_STYLE = {DecisionStatus.PROPOSED: "yellow", DecisionStatus.APPROVED: "bold green",
+                 DecisionStatus.REJECTED: "red"}
 
 
 class FusionTable(DataTable):
@@ -27,7 +29,7 @@ class FusionTable(DataTable):
     ]
 
     class DecisionChanged(Message):
-        def __init__(self, ids: tuple[str, ...], status: Status) -> None:
+        def __init__(self, ids: tuple[str, ...], status: DecisionStatus) -> None:
             super().__init__()
             self.ids, self.status = ids, status
 
@@ -74,7 +76,7 @@ class FusionTable(DataTable):
         key = self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value
         return self.rows_by_id.get(key)
 
-    def _apply(self, ids: tuple[str, ...], status: Status) -> None:
+    def _apply(self, ids: tuple[str, ...], status: DecisionStatus) -> None:
         for i in ids:
             self.rows_by_id[i] = replace(self.rows_by_id[i], status=status)
             self.update_cell(i, "status", Text(status.value, style=_STATUS_STYLE[status]))
@@ -83,13 +85,13 @@ class FusionTable(DataTable):
     def action_set_status(self, status: str) -> None:
         row = self.current
         if row is not None:
-            self._apply((row.id,), Status(status))
+            self._apply((row.id,), DecisionStatus(status))
             if self.cursor_row < self.row_count - 1:
                 self.move_cursor(row=self.cursor_row + 1)
 
     def action_set_all(self, status: str) -> None:
         if self.rows_by_id:
-            self._apply(tuple(self.rows_by_id), Status(status))
+            self._apply(tuple(self.rows_by_id), DecisionStatus(status))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()

@@ -7,7 +7,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from workbench.tui.facts import DecisionRow, PlanState, Status, Unavailable
+from engine.parallel.plan import DecisionStatus
+from workbench.tui.facts import DecisionRow, PlanState, Unavailable
 from workbench.tui.fusion_table import FusionTable
 
 
@@ -48,11 +49,11 @@ class FusionPane(Vertical):
     def refresh_state(self, note: str = "") -> None:
         if self.plan is None:
             return
-        counts = {s: sum(r.status is s for r in self.plan.rows) for s in Status}
+        counts = {s: sum(r.status is s for r in self.plan.rows) for s in DecisionStatus}
         text = Text.assemble(
             (f"{len(self.plan.rows)} decisions", "bold"),
-            f": {counts[Status.APPROVED]} approved, {counts[Status.REJECTED]} rejected, "
-            f"{counts[Status.PROPOSED]} undecided   plan file {self.plan.path}",
+            f": {counts[DecisionStatus.APPROVED]} approved, {counts[DecisionStatus.REJECTED]} rejected, "
+            f"{counts[DecisionStatus.PROPOSED]} undecided   plan file {self.plan.path}",
             (" (unsaved: ctrl+s)" if self.plan.dirty else "", "yellow"),
             "\na/r approve/reject, A/R all, u undecide   C: compile with the approved decisions")
         for line in (self.plan.note, note):

@@ -1,0 +1,79 @@
+"""The fusion plan (engine.parallel.plan) as `workbench plan` lines and as table cells.
+
+    plan_lines(plan, groups)[0]  ->  "model        fire_module   target llvm   fingerprint 3f2a..."
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from engine.parallel.plan import FusionDecision, FusionPlan
+
+if TYPE_CHECKING:
+    from engine.parallel.detection import ParallelGroup
+
+
+def plan_lines(plan: FusionPlan, groups: tuple[ParallelGroup, ...]) -> list[str]:
+    """The groups found, then each decision: members, why it is legal, its estimated gain."""
+    lines = [f"model        {plan.model}   target {plan.target}   fingerprint {plan.fingerprint}",
+             f"groups       {len(groups)} fork/join groups, {len(plan.decisions)} decisions",
+             *(f"  {g.describe()}" for g in groups)]
+    for d in plan.decisions:
+        lines += ["", *_decision_lines(d)]
+    return lines
+
+
+def _decision_lines(d: FusionDecision) -> list[str]:
+    ev, gain = d.evidence, d.gain
+    where = f"edge {ev.fork}" if ev.link else f"stage {d.stage}  fork {ev.fork}"
+    lines = [f"{d.id:<4} {d.kind.value:<13} {d.status.value:<9} {where}"
+             f"{'  heterogeneous' if ev.heterogeneous and not ev.link else ''}"]
+    for m in d.members:
+        lines.append(f"       k{m.kernel:<3} {', '.join(m.labels)[:44]:<44} {m.signature[:22]:<22} "
+                     f"{'x'.join(map(str, m.out_shape)):<14} {m.flops / 1e6:>8.2f} MFLOP  {m.chunks:>5} chunks")
+    if ev.link:
+        lines.append(f"     legal: {ev.link.describe()}; no other path joins them")
+    else:
+        lines.append(f"     legal: no path {ev.no_path}, no member reads another {ev.no_member_reads_another}, "
+                     f"inputs ready after k{ev.launch_after}, first consumer k{ev.first_consumer}"
+                     f"{' (reorders independent kernels)' if ev.reorder_needed else ''}")
+    lines.append(f"     gain (estimate): {gain.launches_saved} launches and {gain.parallel_regions_saved} "
+                 f"parallel regions saved, utilisation {gain.utilisation_before:.0%} -> "
+                 f"{gain.utilisation_after:.0%}, ~{gain.estimated_us:.1f} us")
+    lines += [f"     dropped: {note}" for note in ev.dropped]
+    if d.reason:
+        lines.append(f"     reason: {d.reason}")
+    return lines
+
+
+@dataclass(frozen=True)
+class DecisionCells:
+    """One decision as a table row shows it."""
+
+    ops: tuple[str, ...]  # the members' operator ids
+    evidence: str  # members, then why the decision is legal, then core utilisation
+    estimate: str  # e.g. "3.2 µs, -1 launch"
+    reason: str  # why it was rejected, and what applying it did
+    title: str  # the members as the engine names them
+
+
+def decision_cells(d: FusionDecision, result: str = "") -> DecisionCells:
+    """`result`: what the apply step did with it (fusion.decision_result), when it ran."""
+    ev, g = d.evidence, d.gain
+    if ev.link is not None:  # block-level vertical: the block map is the evidence
+        facts = [ev.fork, ev.link.describe()]
+    else:
+        facts = [f"fork {ev.fork}", f"{len(ev.branches)} branches"]
+        if ev.heterogeneous:
+            facts.append("different ops")
+        facts.append("no path" if ev.no_path else "PATH between members")
+        if ev.reorder_needed:
+            facts.append("reorder needed")
+        facts.extend(f"dropped {x}" for x in ev.dropped)
+    members = ", ".join(f"{m.signature}×{m.chunks}" if m.chunks else m.signature for m in d.members)
+    util = f"; cores busy {g.utilisation_before:.0%} -> {g.utilisation_after:.0%}"
+    estimate = f"{g.estimated_us:.1f} µs, -{g.launches_saved} launch{'es' if g.launches_saved != 1 else ''}"
+    return DecisionCells(ops=tuple(op for m in d.members for op in m.ops),
+                         evidence=f"{members}; " + ", ".join(facts) + util, estimate=estimate,
+                         reason="; ".join(x for x in (d.reason, result) if x), title=d.title())

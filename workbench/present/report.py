@@ -1,0 +1,89 @@
+"""The compile report: a CompileResult as report.json data and as the lines `workbench
+compile` prints (stages, verification, launches, latency, notes, fusion, kernel times)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from engine.events import StageStatus
+from engine.files import write_atomic
+from engine.opgraph import OperatorGraph
+from engine.parallel.plan import FusionPlan
+from workbench.present.fusion import fusion_json, fusion_lines
+
+if TYPE_CHECKING:
+    from engine.pipeline import CompileResult
+
+REPORT_NAME = "report.json"
+
+
+def report_json(result: CompileResult, graph: OperatorGraph, plan: FusionPlan | None = None) -> dict:
+    """`plan`: the one the compile applied (names the decisions of result.fusion)."""
+    def latency(lat):
+        return dataclasses.asdict(lat) if lat is not None else None
+
+    v = result.verification
+    data = {
+        "model": result.model,
+        "target": result.target,
+        "target_detail": result.target_detail,
+        "ran_on": result.ran_on,
+        "stages": [{"name": s.stage.value, "seconds": round(s.seconds, 4), "status": s.status.value,
+                    "message": s.message} for s in result.stages],
+        "verification": {
+            "passed": v.passed, "rtol": v.rtol, "atol": v.atol, "max_abs_err": v.max_abs,
+            "max_rel_err": v.max_rel, "first_bad_kernel": v.first_bad_kernel,
+            "outputs": [dataclasses.asdict(o) for o in v.outputs]},
+        "launches_per_inference": result.launches,
+        "kernels": [{"index": k.index, "name": k.func, "ops": list(k.ops),
+                     "op_labels": [graph.node(o).label for o in k.ops],
+                     "out_shape": list(k.out_shape)} for k in result.kernels],
+        "kernel_times": [dataclasses.asdict(t) for t in result.kernel_times],
+        "latency": latency(result.latency),
+        "onnxruntime_latency": latency(result.onnxruntime_latency),
+        "ratio_vs_onnxruntime": _ratio(result),
+        "notes": list(result.notes),
+    }
+    if result.fusion is not None and plan is not None:
+        data["fusion"] = fusion_json(result.fusion, plan)
+    if result.cotuned:
+        data["cotuning"] = [r.to_json() for r in result.cotuned]
+    return data
+
+
+def write_report(data: dict, out_dir: str | os.PathLike) -> Path:
+    return write_atomic(Path(out_dir) / REPORT_NAME, json.dumps(data, indent=1) + "\n")
+
+
+def report_lines(result: CompileResult, plan: FusionPlan | None = None) -> list[str]:
+    v = result.verification
+    lines = [f"model        {result.model}   target {result.target}",
+             "stages       " + "  ".join(f"{s.stage.value} {s.seconds:.2f}s" for s in result.stages
+                                         if s.status is StageStatus.DONE),
+             f"verify       {'OK' if v.passed else 'FAILED'}  max abs err {v.max_abs:.2e}  "
+             f"max rel err {v.max_rel:.2e}  ({result.ran_on})",
+             f"kernels      {result.launches} launches per inference"]
+    lat, ort = result.latency, result.onnxruntime_latency
+    if lat:
+        lines.append(f"latency      {lat.median_ms:.3f} ms median of {lat.runs} "
+                     f"(min {lat.min_ms:.3f}, p90 {lat.p90_ms:.3f});  onnxruntime {ort.median_ms:.3f} ms  "
+                     f"-> {_ratio(result):.2f}x onnxruntime")
+    lines += [f"note         {note}" for note in result.notes]
+    if result.fusion is not None and plan is not None:
+        lines += fusion_lines(result.fusion, plan)
+    if result.kernel_times:
+        lines += ["", f"{'kernel':<48} {'calls':>5} {'total ms':>9} {'mean':>8} {'median':>8} {'min':>8} "
+                      f"{'max':>8} {'share':>6}"]
+        lines += [f"{t.name[:48]:<48} {t.calls:>5} {t.total_ms:>9.3f} {t.mean_ms:>8.3f} {t.median_ms:>8.3f} "
+                  f"{t.min_ms:>8.3f} {t.max_ms:>8.3f} {t.share * 100:>5.1f}%" for t in result.kernel_times]
+    return lines
+
+
+def _ratio(result: CompileResult) -> float | None:
+    lat, ort = result.latency, result.onnxruntime_latency
+    return lat.median_ms / ort.median_ms if lat and ort else None
+
