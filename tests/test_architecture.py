@@ -24,7 +24,7 @@ from conftest import ROOT
 # and fact/plan types and pure helpers that load without TVM.
 WORKBENCH_MAY_IMPORT = {
     "engine.session", "engine.events", "engine.errors", "engine.files", "engine.graphviz",
-    "engine.opgraph", "engine.model", "engine.parallel.plan", "engine.blockdeps",
+    "engine.opgraph", "engine.model", "engine.parallel.plan", "engine.parallel.outcome", "engine.blockdeps",
     "engine.blockdeps.facts", "engine.tuning", "engine.tuning.options",
 }
 

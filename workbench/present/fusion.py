@@ -1,4 +1,4 @@
-"""What the apply-plan stage did (engine.parallel.apply.PlanOutcome): the report's "fusion"
+"""What the apply-plan stage did (engine.parallel.outcome.PlanOutcome): the report's "fusion"
 JSON, the lines `workbench compile` prints, the TUI's per-decision results.
 
     fusion_lines(outcome, plan)[0]  ->  "fusion       launches 4 -> 3 per inference;  check: ..."
@@ -6,12 +6,8 @@ JSON, the lines `workbench compile` prints, the TUI's per-decision results.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from engine.parallel.outcome import DecisionOutcome, DecisionResult, PlanOutcome
 from engine.parallel.plan import FusionPlan
-
-if TYPE_CHECKING:  # the apply step itself is the pipeline's; front ends only read its outcome
-    from engine.parallel.apply import DecisionOutcome, PlanOutcome
 
 
 def fusion_json(outcome: PlanOutcome, plan: FusionPlan) -> dict:
@@ -64,5 +60,4 @@ def saved_ms(d: DecisionOutcome) -> float | None:
 
 
 def _applied(d: DecisionOutcome) -> bool:
-    # DecisionResult.APPLIED, read off the value's own enum: its module is the apply pass
-    return d.result is type(d.result).APPLIED
+    return d.result is DecisionResult.APPLIED
