@@ -1,4 +1,7 @@
-"""Output files: written atomically so an interrupted run never leaves half a file."""
+"""Output files: written atomically so an interrupted run never leaves half a file.
+
+Every temporary file lives in `LIVE_TEMPS` until it is renamed into place or removed, so an
+interrupt handler can remove what a killed run left (`remove_live_temps`)."""
 
 from __future__ import annotations
 
@@ -9,21 +12,40 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
-    """Write a file so that readers never see it half-written (temp file + rename)."""
+LIVE_TEMPS: set[str] = set()  # temp files not yet renamed into place
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike, mode: int = 0o666):
+    """Yield a temp path beside `path` (same suffix); on success it is renamed to `path`
+    (readers never see a half-written file), on failure or interrupt it is removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=path.parent)
+    os.close(fd)
+    LIVE_TEMPS.add(tmp)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600; outputs are ordinary files
+        yield tmp
+        os.chmod(tmp, mode & ~current_umask())  # mkstemp makes 0600; outputs are ordinary files
         os.replace(tmp, path)
-    except BaseException:
+    finally:
         Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+        LIVE_TEMPS.discard(tmp)
+
+
+def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
+    """Write a file so that readers never see it half-written (temp file + rename)."""
+    raw = data.encode() if isinstance(data, str) else data
+    with atomic_output(path) as tmp:
+        Path(tmp).write_bytes(raw)
+    return Path(path)
+
+
+def remove_live_temps() -> None:
+    """Remove the temp files of writes in progress (for an interrupt handler)."""
+    for tmp in list(LIVE_TEMPS):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def current_umask() -> int:

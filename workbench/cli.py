@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 
 from engine.errors import BlockwiseError
 from workbench import cmd_blockdeps, cmd_compile, cmd_inspect, cmd_plan, cmd_tui
@@ -42,9 +45,31 @@ def _commands(parser: argparse.ArgumentParser) -> set[str]:
     return {name for action in parser._subparsers._group_actions for name in action.choices}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def stop_cleanly_on(signals: set) -> None:
+    """SIGINT/SIGTERM end the run within moments, wherever it is (a TVM pass in C++ never
+    returns to Python's own handlers until it is done): one line, no traceback, the temp
+    files of writes in progress removed, exit 130/143. `signals` were blocked in every
+    thread from the start (workbench.entry); one waiting thread takes them."""
+    from engine.files import remove_live_temps
+
+    def wait() -> None:
+        signum = signal.sigwait(signals)
+        remove_live_temps()
+        os.write(2, b"workbench: interrupted\n")
+        os._exit(128 + signum)
+
+    threading.Thread(target=wait, name="signals", daemon=True).start()
+
+
+def main(argv: list[str] | None = None, signals: set | None = None) -> int:
+    """The `workbench` command. `signals`: the interrupt signals workbench.entry blocked
+    for the clean stop (None in tests calling this directly)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()
+    except KeyboardInterrupt:  # while loading the engine, before the handler is in place
+        sys.stderr.write("workbench: interrupted\n")
+        return 130
     first = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
     if first is not None and argv[first] not in _commands(parser):
         argv.insert(first, "tui")  # `workbench MODEL` opens the TUI
@@ -52,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "run", None):
         parser.print_help()
         return 2
+    if signals and args.command == "tui":  # the TUI takes Ctrl-C as a key and restores the terminal
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+    elif signals:
+        stop_cleanly_on(signals)
     try:
         return args.run(args) or 0
     except BlockwiseError as err:
@@ -68,5 +97,5 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # `python -m workbench` is the entry that also stops cleanly
     sys.exit(main())

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from engine.events import CompileOptions, StageEvent, StageStatus
+from engine.events import CompileOptions, FusionPolicy, StageEvent, StageStatus
 from workbench.args import add_target_arguments, positive_int, session_from_args
 from workbench.cmd_tune import add_tune_arguments, tune_options
+from workbench.outdir import claim_out_dir
 from workbench.plots import timing_chart
 from workbench.present.report import report_json, report_lines, write_report
 
@@ -22,8 +22,9 @@ def register(sub, model_cmd) -> None:
     p.add_argument("--no-export", action="store_true", help="skip exporting the library")
     p.add_argument("--plan", metavar="FILE", help="apply the approved decisions of this fusion plan "
                    "(from `workbench plan --out`)")
-    p.add_argument("--approve", metavar="all|none|ID,..", help="approve these decisions (of --plan, "
-                   "or of a fresh proposal when no --plan is given)")
+    p.add_argument("--approve", metavar="auto|all|none|ID,..", help="approve these decisions (of --plan, "
+                   "or of a fresh proposal when no --plan is given); auto: try every proposed decision "
+                   "and keep those measured faster than their members on this machine")
     add_tune_arguments(p)
     p.set_defaults(run=compile_cmd)
 
@@ -40,12 +41,14 @@ def _progress(event: StageEvent) -> None:
 def compile_cmd(args) -> int:
     tuning = tune_options(args)  # bad flag combinations fail before any work
     session = session_from_args(args)
-    plan = None
+    out_dir = claim_out_dir(args.out or f"out/{session.model.name}-{args.target}")  # before any work
+    plan, policy = None, FusionPolicy.APPROVED
     if args.plan or args.approve:  # --plan (validated against the model) or a fresh proposal
-        plan = session.plan(args.target, args.arch, path=args.plan, approve=args.approve)
+        auto = args.approve == FusionPolicy.MEASURED_WINNERS.value
+        plan = session.plan(args.target, args.arch, path=args.plan, approve=None if auto else args.approve)
+        policy = FusionPolicy.MEASURED_WINNERS if auto else policy
     options = CompileOptions(target=args.target, arch=args.arch, runs=args.runs, rtol=args.rtol,
-                             atol=args.atol, seed=args.seed, plan=plan, tuning=tuning)
-    out_dir = Path(args.out or f"out/{session.model.name}-{args.target}")
+                             atol=args.atol, seed=args.seed, plan=plan, fusion_policy=policy, tuning=tuning)
     result = session.compile(options, progress=_progress)
     data = report_json(result, session.graph, plan)
     written = []

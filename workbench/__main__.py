@@ -1,0 +1,7 @@
+"""`python -m workbench`: the workbench command."""
+
+import sys
+
+from workbench.entry import main
+
+sys.exit(main())

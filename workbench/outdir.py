@@ -1,0 +1,47 @@
+"""The output folder of a run: checked before any work, locked for the run, and cleared of
+an earlier run's outputs so a folder never mixes two runs."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from engine.errors import BlockwiseError
+
+# What a compile writes; report.json goes last and first goes away (its presence means
+# a finished run).
+OUTPUTS = ("report.json", "model.so", "timing.svg", "timing.png")
+LOCK = ".workbench.lock"
+
+
+class OutDirError(BlockwiseError):
+    """The output folder cannot be used."""
+
+
+def claim_out_dir(path: str | os.PathLike) -> Path:
+    """Create `path` if needed, check it is a writable folder, take its lock (held until the
+    process exits) and remove an earlier run's outputs. One-line errors, before any work."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutDirError(f"--out {path}: exists and is not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise OutDirError(f"--out {path}: cannot write there ({err.strerror or err})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise OutDirError(f"--out {path}: another workbench run is writing this folder") from None
+    _HELD.append(fd)
+    for name in OUTPUTS:
+        try:
+            (path / name).unlink(missing_ok=True)
+        except OSError as err:
+            raise OutDirError(f"--out {path}: cannot replace {name} ({err.strerror or err})") from None
+    return path
+
+
+_HELD: list[int] = []  # lock file descriptors, released when the process exits
