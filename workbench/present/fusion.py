@@ -24,9 +24,13 @@ def fusion_lines(outcome: PlanOutcome, plan: FusionPlan) -> list[str]:
     lines = [f"fusion       launches {outcome.launches_before} -> {outcome.launches_after} per inference;  "
              f"check: {outcome.verified}"]
     if outcome.unfused_ms is not None:
+        noise = f", noise {outcome.e2e_noise_ms:.3f} ms" if outcome.e2e_noise_ms is not None else ""
         lines.append(f"fusion       end to end, same run: unfused {outcome.unfused_ms:.3f} ms, "
-                     f"fused {outcome.fused_ms:.3f} ms ({outcome.unfused_ms / outcome.fused_ms:.2f}x)")
-    lines.append(f"{'decision':<8} {'result':<12} {'kernels':>8} {'members ms':>11} {'fused ms':>9} "
+                     f"fused {outcome.fused_ms:.3f} ms ({outcome.unfused_ms / outcome.fused_ms:.2f}x{noise})")
+    if outcome.kernel_timing:
+        lines.append(f"fusion       kernel times: {outcome.kernel_timing}")
+    width = max([len(d.result.value) for d in outcome.decisions] + [6])
+    lines.append(f"{'decision':<8} {'result':<{width}} {'kernels':>8} {'members ms':>11} {'fused ms':>9} "
                  f"{'speedup':>8}  members")
     titles = {d.id: d.title() for d in plan.decisions}
     for d in outcome.decisions:
@@ -34,7 +38,7 @@ def fusion_lines(outcome: PlanOutcome, plan: FusionPlan) -> list[str]:
         times = (f"{before:>11.3f} {fused:>9.3f} {before / fused:>7.2f}x" if before and fused
                  else f"{'-':>11} {'-':>9} {'-':>8}")
         kernels = f"{d.kernels_before}->{d.kernels_after}" if _applied(d) else "-"
-        lines.append(f"{d.id:<8} {d.result.value[:12]:<12} {kernels:>8} {times}  {titles[d.id][:60]}")
+        lines.append(f"{d.id:<8} {d.result.value:<{width}} {kernels:>8} {times}  {titles[d.id][:60]}")
         if d.reason and not _applied(d):
             lines.append(f"{'':<8} reason: {d.reason[:150]}")
     return lines
