@@ -59,3 +59,21 @@ def test_fire_module_end_to_end(tmp_path):
             for name in ("opgraph.svg", "blockgraph.svg", "timing-before.svg", "timing-after.svg"):
                 assert (tmp_path / "export" / name).stat().st_size > 0, name
     asyncio.run(go())
+
+
+def test_keep_measured_winners_approves_what_the_compile_kept(tmp_path):
+    async def go():
+        app = WorkbenchApp(str(SAMPLES / "fire_module.onnx"), analyses=EngineAnalyses(str(tmp_path / "p.json")),
+                           out_dir=tmp_path / "export", runs=3)
+        app.animation_level = "none"
+        async with app.run_test(size=(160, 45)) as pilot:
+            await settle(pilot, app)
+            await pilot.press("3", "W")
+            await settle(pilot, app)
+            after = app.results["after"]
+            assert after is not None and after.fusion.policy == "auto", screen(app)
+            applied = {d.id for d in after.fusion.decisions if d.result.value == "applied"}
+            assert {r.id for r in app.plan.approved} == applied
+            assert all(r.status is DecisionStatus.PROPOSED for r in app.plan.rows
+                       if r.id not in applied and r.status is not DecisionStatus.REJECTED)
+    asyncio.run(go())

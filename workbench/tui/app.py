@@ -14,7 +14,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 
-from engine.events import STAGES, Cancelled, CompileOptions, StageEvent
+from engine.events import STAGES, Cancelled, CompileOptions, FusionPolicy, StageEvent
 from engine.parallel.plan import DecisionStatus, FusionPlan
 from workbench.tui import events
 from workbench.tui.blocks_view import BlockGridWidget, BlocksView
@@ -44,6 +44,7 @@ class WorkbenchApp(App):
         Binding("slash", "search", "Search", show=False),
         Binding("c", "compile('before')", "Compile"),
         Binding("C", "compile('after')", "Compile+plan"),
+        Binding("W", "compile('winners')", "Keep measured winners"),
         Binding("x", "cancel_compile", "Cancel", show=False),
         Binding("e", "export", "Export"),
         Binding("ctrl+s", "save_plan", "Save plan", show=False),
@@ -126,8 +127,10 @@ class WorkbenchApp(App):
         self.post_message(events.BlockDepsReady(_guarded(lambda: self.analyses.block_deps(session, progress))))
 
     @work(thread=True, exclusive=True, name="compile", group="compile")
-    def compile_model(self, kind: str, plan: FusionPlan | None) -> None:
-        """`plan`: the fusion plan whose approved decisions the compile applies (None: none)."""
+    def compile_model(self, kind: str, plan: FusionPlan | None,
+                      policy: FusionPolicy = FusionPolicy.APPROVED) -> None:
+        """`plan`: the fusion plan whose approved decisions the compile applies (None: none);
+        MEASURED_WINNERS: every proposed decision is tried and the measured winners kept."""
         self.post_message(events.CompileStarted(kind, [s.value for s in STAGES]))
 
         def progress(ev: StageEvent) -> None:
@@ -140,7 +143,8 @@ class WorkbenchApp(App):
             try:
                 if self._cancel.is_set():
                     raise Cancelled("compile cancelled before it started")
-                options = CompileOptions(target=self.analyses.target, runs=self.runs, plan=plan)
+                options = CompileOptions(target=self.analyses.target, runs=self.runs, plan=plan,
+                                         fusion_policy=policy)
                 result = self.session.compile(options, progress=progress, cancel=self._cancel)
             except Cancelled as err:
                 self.post_message(events.CompileFailed(kind, str(err), cancelled=True))
@@ -282,20 +286,23 @@ class WorkbenchApp(App):
         if self.query_one(CompilePanel).running:
             self.notify("a compile is already running (x: cancel)", severity="warning")
             return
-        fusion_plan = None
-        if kind == "after":
+        fusion_plan, policy = None, FusionPolicy.APPROVED
+        if kind in ("after", "winners"):
             if not isinstance(self.plan, PlanState):
                 reason = self.plan.reason if isinstance(self.plan, Unavailable) else "not analysed yet"
                 self.notify(f"no fusion plan: {reason}", severity="warning")
                 return
-            if not self.plan.approved:
-                self.notify("no approved decisions: approve some in 3 Fusion (a / A)", severity="warning")
+            if kind == "after" and not self.plan.approved:
+                self.notify("no approved decisions: approve some in 3 Fusion (a / A), or W to keep "
+                            "the measured winners", severity="warning")
                 return
             fusion_plan = self.analyses.compile_plan(self.plan)
+            if kind == "winners":  # every proposed decision tried; the plan then approves the winners
+                kind, policy = "after", FusionPolicy.MEASURED_WINNERS
         self._cancel.clear()
         self.query_one(CompilePanel).running = True
         self.action_tab("compile")
-        self.compile_model(kind, fusion_plan)
+        self.compile_model(kind, fusion_plan, policy)
 
     def action_cancel_compile(self) -> None:
         if self.query_one(CompilePanel).running:
@@ -379,6 +386,9 @@ class WorkbenchApp(App):
         note = self.analyses.plan_outcome(self.plan, result)
         if note:  # the engine measured each decision in the apply step
             self.query_one(FusionPane).update_rows(self.plan.rows, note)
+            if result.fusion.policy == FusionPolicy.MEASURED_WINNERS.value:
+                self.notify(f"approved the measured winners: {', '.join(r.id for r in self.plan.approved) or 'none'} "
+                            "(ctrl+s saves the plan)", title="fusion")
             return
         before, after = self.results["before"], self.results["after"]
         if before is None or after is None:

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Callable
 
 from engine.blockdeps.facts import EdgeBlockMap, KernelGrid, KernelRef
 from engine.errors import BlockwiseError, PlanError
-from engine.events import CompileOptions
+from engine.events import CompileOptions, FusionPolicy
 from engine.files import write_atomic
+from engine.parallel.outcome import DecisionResult
 from engine.parallel.plan import DecisionStatus, FusionDecision, FusionPlan
 from workbench.present.blockdeps import edge_figures, model_figures
 from workbench.present.fusion import decision_result, outcome_summary, saved_ms
@@ -101,6 +102,11 @@ class EngineAnalyses:
         outcome = result.fusion
         if outcome is None:
             return ""
+        if outcome.policy == FusionPolicy.MEASURED_WINNERS.value:  # the plan now approves the winners
+            applied = {d.id for d in outcome.decisions if d.result is DecisionResult.APPLIED}
+            tried = [d.id for d in plan.handle.decisions if d.status is not DecisionStatus.REJECTED]
+            self.set_status(plan, [i for i in tried if i not in applied], DecisionStatus.PROPOSED)
+            self.set_status(plan, sorted(applied), DecisionStatus.APPROVED)
         plan.measured = {d.id: saved_ms(d) for d in outcome.decisions}
         plan.results = {d.id: decision_result(d) for d in outcome.decisions}
         plan.rows = [_row(d, plan.measured.get(d.id), plan.results.get(d.id, "")) for d in plan.handle.decisions]
