@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -67,3 +68,42 @@ def native_stderr_silenced():
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+
+
+class NativeLog:
+    """Keeps what native code writes to fd 2 (TVM's C++ warnings, such as "Fast mode
+    segfaults when there are out-of-bounds indices") instead of letting it reach the
+    terminal; Python's own sys.stderr still does. For command-line runs, not the TUI
+    (which draws on the terminal through the same descriptor).
+
+        with NativeLog() as log:
+            ...
+        report["tvm_log"] = log.lines()
+    """
+
+    def __enter__(self) -> "NativeLog":
+        sys.stderr.flush()
+        self._file = tempfile.TemporaryFile()
+        self._saved = os.dup(2)
+        self._python_stderr = sys.stderr
+        sys.stderr = os.fdopen(os.dup(self._saved), "w", buffering=1)
+        os.dup2(self._file.fileno(), 2)
+        return self
+
+    def lines(self) -> list[str]:
+        """The distinct lines so far, in order, without their timestamps."""
+        if self._file.closed:
+            return self._kept
+        os.lseek(self._file.fileno(), 0, os.SEEK_SET)
+        text = b"".join(iter(lambda: os.read(self._file.fileno(), 1 << 16), b"")).decode(errors="replace")
+        stamp = re.compile(r"^\[\d\d:\d\d:\d\d\] ")
+        return list(dict.fromkeys(stamp.sub("", line.strip()) for line in text.splitlines() if line.strip()))
+
+    def __exit__(self, *exc) -> None:
+        sys.stderr.flush()
+        sys.stderr.close()
+        sys.stderr = self._python_stderr
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._kept = self.lines()
+        self._file.close()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
 import threading
 
 from engine.errors import BlockwiseError
+from engine.files import NativeLog
 from workbench import cmd_blockdeps, cmd_compile, cmd_inspect, cmd_plan, cmd_tui
 from workbench.args import parse_shape
 
@@ -52,10 +54,12 @@ def stop_cleanly_on(signals: set) -> None:
     thread from the start (workbench.entry); one waiting thread takes them."""
     from engine.files import remove_live_temps
 
+    terminal = os.dup(2)  # fd 2 itself may be redirected later (engine.files.NativeLog)
+
     def wait() -> None:
         signum = signal.sigwait(signals)
         remove_live_temps()
-        os.write(2, b"workbench: interrupted\n")
+        os.write(terminal, b"workbench: interrupted\n")
         os._exit(128 + signum)
 
     threading.Thread(target=wait, name="signals", daemon=True).start()
@@ -81,8 +85,16 @@ def main(argv: list[str] | None = None, signals: set | None = None) -> int:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
     elif signals:
         stop_cleanly_on(signals)
+    # TVM's C++ warnings go to the report (compile) or one note, not the terminal
+    native = NativeLog() if signals and args.command != "tui" and not args.debug else None
     try:
-        return args.run(args) or 0
+        with native or contextlib.nullcontext():
+            args.native_log = native
+            code = args.run(args) or 0
+        if native and native.lines() and args.command != "compile":
+            sys.stderr.write(f"workbench: note: TVM printed {len(native.lines())} log lines "
+                             "(rerun with --debug to see them)\n")
+        return code
     except BlockwiseError as err:
         sys.stderr.write(f"workbench: error: {err}\n")
         return err.exit_code

@@ -51,6 +51,8 @@ def compile_cmd(args) -> int:
                              atol=args.atol, seed=args.seed, plan=plan, fusion_policy=policy, tuning=tuning)
     result = session.compile(options, progress=_progress)
     data = report_json(result, session.graph, plan)
+    native = getattr(args, "native_log", None)
+    data["tvm_log"] = native.lines() if native else []  # C++ warnings, kept off the terminal
     written = []
     if not args.no_export:
         written.append(session.export_library(result, out_dir))
@@ -59,5 +61,7 @@ def compile_cmd(args) -> int:
                                 out_dir / "timing")
     written.append(write_report(data, out_dir))  # last: its presence means the run finished
     print("\n".join(report_lines(result, plan)))
+    if data["tvm_log"]:
+        print(f"note         TVM printed {len(data['tvm_log'])} log lines: see tvm_log in the report")
     print("wrote        " + ", ".join(str(p) for p in written))
     return 0
