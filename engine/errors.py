@@ -1,4 +1,9 @@
-"""Errors the user can act on. Each carries one line that names the problem."""
+"""Errors the user can act on. Each carries one line that names the problem.
+
+Classes: bad input (the model, a flag, a plan, an output folder) exits 2 and is found
+before any work where it can be; an internal failure (a stage failing inside TVM or our
+own code, `InternalError`) exits 1 and names the stage.
+"""
 
 
 class BlockwiseError(Exception):
@@ -29,3 +34,22 @@ class PlanError(BlockwiseError):
 
 class BlockDepsError(BlockwiseError):
     """Block dependency analysis cannot answer (unknown edge, unsupported kernel)."""
+
+
+class InternalError(BlockwiseError):
+    """A stage failed inside TVM or blockwise: not the input's fault."""
+
+    exit_code = 1
+
+
+def one_line(err: BaseException, limit: int = 240) -> str:
+    """The first meaningful line of an error, cut at a word boundary (never mid-word)."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    # TVM puts a traceback header first and the message last; prefer the message line
+    text = next((line for line in lines if not line.startswith(("Traceback", "File ", "File\"",
+                                                                    "  File", "at ", "Stack trace"))),
+                lines[0] if lines else type(err).__name__)
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0].rstrip(" ,;:")
+    return cut + " …"

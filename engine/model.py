@@ -18,7 +18,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from engine.calibrate import calibrate_batchnorm
-from engine.errors import ModelLoadError, UnsupportedOpError
+from engine.errors import ModelLoadError, UnsupportedOpError, one_line
 
 ZOO_PREFIX = "zoo:"
 ZOO_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -240,5 +240,4 @@ def _random_weight(rng: np.random.Generator, shape: tuple[int, ...],
 
 
 def _first_line(err: BaseException) -> str:
-    text = str(err).strip() or type(err).__name__
-    return text.splitlines()[0][:300]
+    return one_line(err, 300)

@@ -18,7 +18,7 @@ import tvm
 from tvm import relax
 
 from engine.cores import cpu_threads
-from engine.errors import BlockwiseError, CompileError
+from engine.errors import BlockwiseError, CompileError, InternalError, one_line
 from engine.events import (STAGES, Cancelled, CompileOptions, ProgressFn, Stage, StageEvent,
                            StageStatus)
 from engine.kernels import KernelCall, list_kernels, trace_fusion
@@ -126,10 +126,10 @@ def compile_model(model: Model, graph: OperatorGraph, options: CompileOptions,
         except BlockwiseError as err:
             progress(StageEvent(stage, StageStatus.FAIL, time.perf_counter() - start, str(err)))
             raise
-        except Exception as err:
-            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+        except Exception as err:  # TVM or our own code: an internal failure, exit 1
+            first = one_line(err)
             progress(StageEvent(stage, StageStatus.FAIL, time.perf_counter() - start, first))
-            raise CompileError(f"stage '{stage.value}' failed: {first}") from err
+            raise InternalError(f"stage '{stage.value}' failed: {first}") from err
         record(stage, StageStatus.DONE, time.perf_counter() - start, message)
         if stage is options.stop_after:
             break

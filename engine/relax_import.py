@@ -16,7 +16,7 @@ import tvm
 from onnx import numpy_helper
 from tvm import relax
 
-from engine.errors import UnsupportedOpError
+from engine.errors import UnsupportedOpError, one_line
 from engine.model import Model
 from engine.opgraph import OpId, OperatorGraph
 
@@ -38,8 +38,7 @@ def import_relax(model: Model, graph: OperatorGraph) -> RelaxModule:
     except tvm.error.OpNotImplemented as err:
         raise UnsupportedOpError(str(err).strip().splitlines()[-1]) from None
     except Exception as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise UnsupportedOpError(f"TVM's ONNX frontend failed on {model.name}: {first[:300]}") from None
+        raise UnsupportedOpError(f"TVM's ONNX frontend failed on {model.name}: {one_line(err, 300)}") from None
     by_index = {n.index: n.id for n in graph.nodes}
     ids = {k: by_index[origin[k]] for k in range(len(origin)) if origin[k] in by_index}
     made_by: dict[relax.Expr, OpId] = {}

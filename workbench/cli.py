@@ -96,7 +96,10 @@ def main(argv: list[str] | None = None, signals: set | None = None) -> int:
                              "(rerun with --debug to see them)\n")
         return code
     except BlockwiseError as err:
-        sys.stderr.write(f"workbench: error: {err}\n")
+        if args.debug and err.exit_code != 2:
+            raise
+        hint = " (rerun with --debug for the traceback)" if err.exit_code != 2 else ""
+        sys.stderr.write(f"workbench: error: {err}{hint}\n")
         return err.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("workbench: interrupted\n")

@@ -20,7 +20,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from engine.errors import BlockwiseError
+from engine.errors import BlockwiseError, one_line
 from engine.events import FusionPolicy
 from engine.parallel.outcome import DecisionOutcome, DecisionResult, PlanOutcome  # noqa: F401 (re-exported)
 from engine.kernels import KernelCall
@@ -143,7 +143,7 @@ def _keep_winners(plan: FusionPlan, trial: AppliedPlan, mod, ctx, layouts) -> Ap
 
 
 def _first_line(err: Exception) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+    return one_line(err, 200)
 
 
 def _fuse(mod, d: FusionDecision, members, ctx, layout):

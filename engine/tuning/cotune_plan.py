@@ -20,7 +20,7 @@ from typing import Callable
 import tvm
 
 from engine.schedule.cpu.rules import is_scheduled
-from engine.errors import BlockwiseError
+from engine.errors import BlockwiseError, one_line
 from engine.parallel.codegen.cpu import CpuLayout
 from engine.parallel.plan import DecisionKind
 from engine.tuning.cotune import Group, GroupConfig, compare_cotuning
@@ -94,7 +94,7 @@ def cotune_plan(mod: tvm.IRModule, unscheduled: tvm.IRModule, ctx, plan, trials:
             group = Group(funcs, ctx.target, names, current)
             group.fused(GroupConfig((0,) * len(names), group.default_layout()))
         except (BlockwiseError, ValueError) as err:
-            emit(f"co-tuning {d.id}: skipped ({str(err).splitlines()[0][:120]})")
+            emit(f"co-tuning {d.id}: skipped ({one_line(err, 120)})")
             continue
         key = _key(funcs, trials)
         rec = saved.get(key)
