@@ -11,8 +11,12 @@ graph input called ``input`` and a single graph output called ``output``):
 * ``fire_module.onnx``     - SqueezeNet fire module, [1,96,28,28]
 * ``mha_block.onnx``       - 4-head self-attention block with residual, [1,64,128]
 * ``moe_block.onnx``       - two-expert gated mixture block, [1,32,128]
+* ``vit_block.onnx``       - pre-norm transformer encoder block as torch exports it
+  (one qkv MatMul, shape-arithmetic Reshape, Split into q/k/v, Erf GELU), [1,64,128]
+* ``res2net_block.onnx``   - Res2Net block (channel Split into 4 hierarchical groups,
+  Concat) with squeeze-excitation and residual, [1,64,28,28]
 
-``build_all(out_dir)`` writes all four and returns their paths.
+``build_all(out_dir)`` writes all of them and returns their paths.
 """
 
 from __future__ import annotations
@@ -60,6 +64,13 @@ class GraphBuilder:
         out = output if output is not None else name
         self.nodes.append(helper.make_node(op, list(inputs), [out], name=name, **attrs))
         return out
+
+    def node_outputs(self, op: str, inputs: Sequence[str], name: str, n: int,
+                     **attrs) -> List[str]:
+        """A node with ``n`` outputs, named ``<name>_output_<i>`` as torch names them."""
+        outs = [f"{name}_output_{i}" for i in range(n)]
+        self.nodes.append(helper.make_node(op, list(inputs), outs, name=name, **attrs))
+        return outs
 
     # -- composite layers -------------------------------------------------
     def conv(self, x: str, prefix: str, c_in: int, c_out: int, k: int,
@@ -204,11 +215,114 @@ def make_moe_block() -> onnx.ModelProto:
                    "Two-expert soft MoE: softmax gate, ReLU-MLP and SiLU-MLP experts, gated sum")
 
 
+def make_vit_block() -> onnx.ModelProto:
+    """Pre-norm ViT encoder block in the shape torch.onnx.export gives it (timm's Block):
+    views are Reshapes whose target shape is computed from ``Shape`` by Gather/Unsqueeze/
+    Concat, ``qkv.unbind(0)`` is a Split + Squeeze, q is scaled before ``q @ k^T`` (as
+    timm's Attention does), GELU is the exact Erf form."""
+    seq, dim, heads, mlp = 64, 128, 4, 256
+    head_dim = dim // heads
+    g = GraphBuilder(seed=1005)
+    x = "input"
+
+    def layer_norm(v: str, prefix: str) -> str:
+        scale = g.const(f"{prefix}.weight", (1.0 + 0.1 * g.rng.standard_normal(dim)).astype(np.float32))
+        shift = g.bias(f"{prefix}.bias", dim, scale=0.1)
+        return g.node("LayerNormalization", [v, scale, shift], f"{prefix}/LayerNormalization",
+                      axis=-1, epsilon=1e-5)
+
+    def linear(v: str, prefix: str, d_in: int, d_out: int) -> str:
+        w = g.weight(f"{prefix}.weight", (d_in, d_out), d_in)
+        b = g.bias(f"{prefix}.bias", d_out)
+        y = g.node("MatMul", [v, w], f"{prefix}/MatMul")
+        return g.node("Add", [y, b], f"{prefix}/Add")
+
+    def const_i64(name: str, values) -> str:
+        return g.const(name, np.array(values, np.int64))
+
+    def index(name: str, i: int) -> str:  # a 0-d index: Gather then yields a scalar
+        g.inits.append(numpy_helper.from_array(np.array(i, np.int64), name))
+        return name
+
+    h = layer_norm(x, "norm1")
+    # B, N, C = x.shape
+    shape = g.node("Shape", [h], "attn/Shape")
+    dims = [g.node("Gather", [shape, index(f"attn/Constant_{i}", i)], f"attn/Gather_{i}", axis=0)
+            for i in range(3)]
+    axes0 = const_i64("attn/axes_0", [0])
+    b, n, c = (g.node("Unsqueeze", [d, axes0], f"attn/Unsqueeze_{i}") for i, d in enumerate(dims))
+    # self.qkv(x).reshape(B, N, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
+    qkv = linear(h, "attn/qkv", dim, 3 * dim)
+    tail = const_i64("attn/qkv_shape_tail", [3, heads, head_dim])
+    qkv_shape = g.node("Concat", [b, n, tail], "attn/Concat", axis=0)
+    qkv = g.node("Reshape", [qkv, qkv_shape], "attn/Reshape")            # [1,64,3,4,32]
+    qkv = g.node("Transpose", [qkv], "attn/Transpose", perm=[2, 0, 3, 1, 4])  # [3,1,4,64,32]
+    # q, k, v = qkv.unbind(0)
+    parts = g.node_outputs("Split", [qkv, const_i64("attn/split", [1, 1, 1])], "attn/Split", 3, axis=0)
+    q, k, v = (g.node("Squeeze", [p, axes0], f"attn/Squeeze_{i}") for i, p in enumerate(parts))
+    # q = q * scale; attn = q @ k.transpose(-2, -1); softmax; @ v   (timm's Attention)
+    scale = g.const("attn/scale", np.array(1.0 / math.sqrt(head_dim), np.float32))
+    q = g.node("Mul", [q, scale], "attn/Mul")
+    kt = g.node("Transpose", [k], "attn/Transpose_1", perm=[0, 1, 3, 2])
+    s = g.node("MatMul", [q, kt], "attn/MatMul")                         # [1,4,64,64]
+    p = g.node("Softmax", [s], "attn/Softmax", axis=-1)
+    o = g.node("MatMul", [p, v], "attn/MatMul_1")                        # [1,4,64,32]
+    # .transpose(1, 2).reshape(B, N, C)
+    o = g.node("Transpose", [o], "attn/Transpose_2", perm=[0, 2, 1, 3])
+    out_shape = g.node("Concat", [b, n, c], "attn/Concat_1", axis=0)
+    o = g.node("Reshape", [o, out_shape], "attn/Reshape_1")
+    o = linear(o, "attn/proj", dim, dim)
+    x1 = g.node("Add", [x, o], "residual1/Add")
+
+    h = layer_norm(x1, "norm2")
+    h = linear(h, "mlp/fc1", dim, mlp)
+    # nn.GELU(): x * 0.5 * (1 + erf(x / sqrt(2)))
+    e = g.node("Div", [h, g.const("mlp/act/sqrt2", np.array(math.sqrt(2.0), np.float32))], "mlp/act/Div")
+    e = g.node("Erf", [e], "mlp/act/Erf")
+    e = g.node("Add", [e, g.const("mlp/act/one", np.array(1.0, np.float32))], "mlp/act/Add")
+    e = g.node("Mul", [h, e], "mlp/act/Mul")
+    e = g.node("Mul", [e, g.const("mlp/act/half", np.array(0.5, np.float32))], "mlp/act/Mul_1")
+    h = linear(e, "mlp/fc2", mlp, dim)
+    y = g.node("Add", [x1, h], "residual2/Add", output="output")
+    return g.model("vit_block", [1, seq, dim], y, [1, seq, dim],
+                   "Pre-norm ViT encoder block (4 heads x 32, MLP 256) as exported by torch: "
+                   "one qkv projection split into q/k/v, shape-arithmetic views, Erf GELU")
+
+
+def make_res2net_block() -> onnx.ModelProto:
+    """Res2Net bottleneck: 1x1 conv, Split into 4 channel groups, group 0 passed through,
+    group i > 0 is relu(conv3x3(split_i + out_{i-1})), Concat, 1x1 conv, squeeze-excitation
+    and the residual Add."""
+    c, width, scales, hw, se = 64, 64, 4, 28, 16
+    gw = width // scales
+    g = GraphBuilder(seed=1006)
+    h = g.conv_relu("input", "conv1", c, width, 1)
+    parts = g.node_outputs("Split", [h, g.const("split/sizes", np.array([gw] * scales, np.int64))],
+                           "split/Split", scales, axis=1)
+    outs = [parts[0]]
+    for i in range(1, scales):
+        v = g.node("Add", [parts[i], outs[-1]], f"group{i}/add")
+        outs.append(g.conv_relu(v, f"group{i}", gw, gw, 3, pad=1))
+    h = g.node("Concat", outs, "concat/concat", axis=1)
+    h = g.conv(h, "conv3", width, c, 1)
+    s = g.node("GlobalAveragePool", [h], "se/avgpool")
+    s = g.conv_relu(s, "se/fc1", c, se, 1)
+    s = g.conv(s, "se/fc2", se, c, 1)
+    s = g.node("Sigmoid", [s], "se/sigmoid")
+    h = g.node("Mul", [h, s], "se/scale")
+    y = g.node("Add", [h, "input"], "residual/add", output="output")
+    return g.model("res2net_block", [1, c, hw, hw], y, [1, c, hw, hw],
+                   "Res2Net block (4 scales x 16 channels, hierarchical 3x3 convs) with "
+                   "squeeze-excitation and residual")
+
+
 BUILDERS: Dict[str, Callable[[], onnx.ModelProto]] = {
     "inception_block": make_inception_block,
     "fire_module": make_fire_module,
     "mha_block": make_mha_block,
     "moe_block": make_moe_block,
+    "vit_block": make_vit_block,
+    "res2net_block": make_res2net_block,
 }
 
 

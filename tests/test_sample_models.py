@@ -28,12 +28,16 @@ INPUT_SHAPES = {
     "fire_module": [1, 96, 28, 28],
     "mha_block": [1, 64, 128],
     "moe_block": [1, 32, 128],
+    "vit_block": [1, 64, 128],
+    "res2net_block": [1, 64, 28, 28],
 }
 OUTPUT_SHAPES = {
     "inception_block": [1, 96, 28, 28],
     "fire_module": [1, 128, 28, 28],
     "mha_block": [1, 64, 128],
     "moe_block": [1, 32, 128],
+    "vit_block": [1, 64, 128],
+    "res2net_block": [1, 64, 28, 28],
 }
 OP_COUNTS = {
     "inception_block": {"Conv": 6, "Relu": 6, "MaxPool": 1, "Concat": 1},
@@ -42,6 +46,11 @@ OP_COUNTS = {
                   "Mul": 1, "Softmax": 1},
     "moe_block": {"MatMul": 5, "Softmax": 1, "Relu": 1, "Sigmoid": 1,
                   "Mul": 3, "Slice": 2, "Add": 1},
+    "vit_block": {"LayerNormalization": 2, "Shape": 1, "Gather": 3, "Unsqueeze": 3,
+                  "Concat": 2, "MatMul": 6, "Add": 7, "Reshape": 2, "Transpose": 3,
+                  "Split": 1, "Squeeze": 3, "Mul": 3, "Softmax": 1, "Div": 1, "Erf": 1},
+    "res2net_block": {"Conv": 7, "Relu": 5, "Split": 1, "Add": 4, "Concat": 1,
+                      "GlobalAveragePool": 1, "Sigmoid": 1, "Mul": 1},
 }
 
 

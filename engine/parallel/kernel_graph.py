@@ -1,12 +1,19 @@
 """The kernel-level dependency graph of a scheduled module's `main` (facts, no choices).
 
 Nodes are the `call_tir` launch sites (KernelCall.index); an edge p -> c means kernel c
-reads the tensor kernel p writes. Relax Vars are matched by identity (names repeat), and
-Var-to-Var aliases (`lv = lv1`) are looked through.
+reads a value computed from what kernel p writes. Relax Vars are matched by identity
+(names repeat). Every binding of `main` is followed, not only the launch sites: a binding
+that is not a `call_tir` (an alias `lv = lv1`, a view `R.reshape(lv, ...)` left by
+RewriteDataflowReshape, `R.memory.view`, `R.call_pure_packed`, a `relax.Tuple`) depends on
+every producer of every Var it mentions, and `t[i]` of a kernel's tuple output (a Split)
+on that kernel (of a constructed tuple: on the producers of field i only).
 
     >>> g = kernel_graph(session.scheduled("llvm").module, kernels)   # fire_module
     >>> g.consumers(0)
     (1, 2)
+    >>> g = kernel_graph(...)   # vit_block: split -> q*scale, k^T; v is a view of t[2]
+    >>> g.consumers(2)          # the Split kernel
+    (3, 4, 7)
 """
 
 from __future__ import annotations
@@ -77,20 +84,56 @@ class KernelGraph:
 
 def kernel_graph(mod: tvm.IRModule, kernels: tuple[KernelCall, ...]) -> KernelGraph:
     """Build the graph from `main` (kernels are the call_tir bindings, in order)."""
-    producer: dict[int, ValueSource] = {key(p): p.name for p in mod["main"].params}
-    inputs_of: list[tuple[ValueSource, ...]] = []
-    for b in main_bindings(mod):
-        if isinstance(b.value, relax.Var) and key(b.value) in producer:
-            producer[key(b.var)] = producer[key(b.value)]
-        elif is_call_tir(b.value):
-            srcs: list[ValueSource] = []
-            for a in call_args(b.value):
-                if isinstance(a, relax.Var) and key(a) in producer and producer[key(a)] not in srcs:
-                    srcs.append(producer[key(a)])
-            producer[key(b.var)] = len(inputs_of)
-            inputs_of.append(tuple(srcs))
+    inputs_of = [tuple(srcs) for srcs in _kernel_reads(main_bindings(mod), mod["main"].params)]
     dag = nx.DiGraph()
     dag.add_nodes_from(range(len(inputs_of)))
     for k, srcs in enumerate(inputs_of):
         dag.add_edges_from((s, k) for s in srcs if isinstance(s, int))
     return KernelGraph(tuple(kernels), tuple(inputs_of), dag)
+
+
+Sources = dict[ValueSource, None]  # an ordered set: the producers a value is computed from
+
+
+def _kernel_reads(bindings, params) -> list[Sources]:
+    """For each call_tir binding, in order, the producers of everything its arguments mention.
+
+    `sources` maps every Var bound so far to its producers; `fields` keeps, for a Var bound
+    to a constructed tuple (or an alias of one), the producers of each field, so that `t[i]`
+    depends on field i only."""
+    sources: dict[int, Sources] = {key(p): {p.name: None} for p in params}
+    fields: dict[int, tuple[Sources, ...]] = {}
+
+    def reads(expr) -> Sources:
+        out: Sources = {}
+        for v in relax.analysis.free_vars(expr):
+            out.update(sources.get(key(v), {}))
+        return out
+
+    kernel_reads: list[Sources] = []
+    for b in bindings:
+        value, var = b.value, key(b.var)
+        if is_call_tir(value):
+            kernel_reads.append(reads(value.args[1]))
+            sources[var] = {len(kernel_reads) - 1: None}
+        elif isinstance(value, relax.Tuple):
+            fields[var] = tuple(reads(f) for f in value.fields)
+            sources[var] = reads(value)
+        elif isinstance(value, relax.TupleGetItem) and \
+                (built := _tuple_fields(value.tuple_value, fields, reads)) is not None:
+            sources[var] = built[value.index]
+        else:  # aliases, views, packed and other calls, and t[i] of a kernel's tuple
+            # output (it mentions t, which that kernel made): everything they mention
+            if isinstance(value, relax.Var) and key(value) in fields:
+                fields[var] = fields[key(value)]
+            sources[var] = reads(value)
+    return kernel_reads
+
+
+def _tuple_fields(expr, fields, reads) -> tuple[Sources, ...] | None:
+    """Per-field producers of a constructed tuple (a Var bound to one, or one inline)."""
+    if isinstance(expr, relax.Var):
+        return fields.get(key(expr))
+    if isinstance(expr, relax.Tuple):
+        return tuple(reads(f) for f in expr.fields)
+    return None

@@ -2,18 +2,21 @@
 block-level vertical pairs (engine.parallel.vertical).
 
 Nothing here changes IR. A decision is proposed when its stage is legal and the target's
-code generator accepts at least two members; members it cannot fuse are dropped with
-their reason (evidence.dropped); with fewer than two left the decision is listed as
-rejected, with the reason.
+code generator accepts at least two members; members it cannot fuse (and kernels with
+several outputs, such as a Split: the fused call site takes one output per member) are
+dropped with their reason (evidence.dropped); with fewer than two left the decision is
+listed as rejected, with the reason.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from tvm import relax
+
 from engine.parallel.detection import ParallelGroup, Stage, detect_parallel_groups
 from engine.parallel.gain import estimate_gain
-from engine.parallel.kernel_graph import KernelGraph, kernel_graph
+from engine.parallel.kernel_graph import KernelGraph, is_call_tir, kernel_graph, main_bindings
 from engine.parallel.plan import (DecisionId, DecisionKind, DecisionStatus, Evidence, FusionDecision,
                                   FusionPlan, MemberRef, kernel_fingerprint)
 from engine.parallel.tir_util import FusionUnsupported
@@ -30,8 +33,16 @@ class Proposal:
     graph: KernelGraph
 
 
-def _fit(codegen, mod, func: str) -> tuple[int, int, str]:
+def _outputs(mod) -> list[int]:
+    """Number of outputs of each kernel call of `main` (a Split's call returns a tuple)."""
+    return [len(b.var.ty.fields) if isinstance(b.var.ty, relax.TupleType) else 1
+            for b in main_bindings(mod) if is_call_tir(b.value)]
+
+
+def _fit(codegen, mod, func: str, outputs: int = 1) -> tuple[int, int, str]:
     """(chunks, stages, reason) of one member kernel for the target's code generator."""
+    if outputs != 1:
+        return 0, 1, f"{func} writes {outputs} outputs (a tuple); a fused call takes one per member"
     try:
         member = codegen.member(mod[func], func)
         return member.chunks, len(member.stages), ""
@@ -45,12 +56,13 @@ def propose(session, target: str = "llvm", arch: str | None = None) -> Proposal:
     mod, kernels = scheduled.module, scheduled.kernels
     spec = get_target(target)
     codegen = spec.fusion
+    outputs = _outputs(mod)
     fits = {}
 
     def fit(k: int):
         name = kernels[k].func
         if name not in fits:
-            fits[name] = _fit(codegen, mod, name)
+            fits[name] = _fit(codegen, mod, name, outputs[k])
         return fits[name]
 
     kg = kernel_graph(mod, kernels)
@@ -92,12 +104,13 @@ def _decision(did: str, group: ParallelGroup, stage: Stage, fit, model) -> Fusio
             dropped.append(f"{m.labels[0] if m.labels else m.func}: {reason}")
         else:
             kept.append((m, stages))
+    # a rejected decision (fewer than two fusable) still lists the whole stage: a plan
+    # decision has at least two members
+    shown = kept if len(kept) >= 2 else [(m, 1) for m in stage.members]
     members = tuple(MemberRef(m.kernel, m.func, m.ops, m.labels, m.signature, m.out_shape, m.flops,
-                              m.chunks) for m, _ in kept) or tuple(
-        MemberRef(m.kernel, m.func, m.ops, m.labels, m.signature, m.out_shape, m.flops, m.chunks)
-        for m in stage.members)
+                              m.chunks) for m, _ in shown)
     gain = estimate_gain(model, [m.flops for m in members], [m.chunks for m in members],
-                         [s for _, s in kept] or [1] * len(members))
+                         [s for _, s in shown])
     leg = stage.legality
     evidence = Evidence(group.fork_label, group.branches, leg.no_path, leg.no_member_reads_another,
                         leg.launch_after, leg.first_consumer, leg.reorder_needed,
@@ -105,7 +118,8 @@ def _decision(did: str, group: ParallelGroup, stage: Stage, fit, model) -> Fusio
     kind = DecisionKind.HORIZONTAL if stage.same_input else DecisionKind.BRANCH_STAGE
     status, reason = DecisionStatus.PROPOSED, ""
     if not leg.legal:
-        status, reason = DecisionStatus.REJECTED, "a dependency path joins two members"
+        where = "operator graph" if leg.no_kernel_path else "kernel graph"
+        status, reason = DecisionStatus.REJECTED, f"a dependency path joins two members ({where})"
     elif len(kept) < 2:
         status, reason = DecisionStatus.REJECTED, ("fewer than two members the code generator can "
                                                    "fuse: " + "; ".join(dropped))
