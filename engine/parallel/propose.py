@@ -58,6 +58,14 @@ def propose(session, target: str = "llvm", arch: str | None = None) -> Proposal:
     codegen = spec.fusion
     outputs = _outputs(mod)
     fits = {}
+    vertical_fits: dict[str, bool] = {}
+
+    def vertical_ok(k: int) -> bool:
+        """Kernel k can be a block-level vertical member (the code generator's own check)."""
+        name = kernels[k].func
+        if name not in vertical_fits:
+            vertical_fits[name] = outputs[k] == 1 and not codegen.vertical_member(mod[name], name)
+        return vertical_fits[name]
 
     def fit(k: int):
         name = kernels[k].func
@@ -73,7 +81,7 @@ def propose(session, target: str = "llvm", arch: str | None = None) -> Proposal:
         for stage in group.stages:
             decisions.append(_decision(f"d{len(decisions)}", group, stage, fit, model))
     decisions += propose_vertical(scheduled, session.graph, kg, codegen,
-                                  lambda k: fit(k)[0] > 0 and fit(k)[1] == 1, len(decisions), model)
+                                  lambda k: fit(k)[0] > 0 and vertical_ok(k), len(decisions), model)
     decisions = _note_overlaps(decisions)
     plan = FusionPlan(session.model.name, target, kernel_fingerprint(kernels), tuple(decisions))
     return Proposal(groups, plan, kg)

@@ -29,6 +29,8 @@ class FusionCodegen:
     default_layout: Callable[[tvm.target.Target], object] = lambda target: None
     # (producer, consumer, names, plan.BlockLink) -> fused PrimFunc; None: not for this target
     fuse_vertical: Callable[[tirx.PrimFunc, tirx.PrimFunc, list, object], tirx.PrimFunc] | None = None
+    # (PrimFunc, name) -> why it cannot be a vertical member ("" when it can)
+    vertical_member: Callable[[tirx.PrimFunc, str], str] = lambda func, name: "no block-level vertical fusion"
 
     @property
     def fuses_vertically(self) -> bool:
@@ -59,5 +61,5 @@ def _fuse_gpu(funcs, names, target, layout=None):
 
 
 CPU_CODEGEN = FusionCodegen("llvm", "parallel chunks", cpu.cpu_member, _fuse_cpu, _cpu_default_layout,
-                            cpu.fuse_vertical_cpu)
+                            cpu.fuse_vertical_cpu, cpu.vertical_member_reason)
 GPU_CODEGEN = FusionCodegen("cuda", "thread blocks", gpu.gpu_member, _fuse_gpu)

@@ -173,6 +173,20 @@ def fuse_cpu(funcs: list[tirx.PrimFunc], names: list[str], layout: CpuLayout = C
     return fused_func([m.parts for m in members], body, funcs[0])
 
 
+def _not_one_parallel_loop(m: CpuMember) -> str:
+    if len(m.stages) != 1:
+        return f"found {len(m.stages)} stages"
+    return "its one stage is serial" if m.stages[0].loop_var is None else ""
+
+
+def vertical_member_reason(func: tirx.PrimFunc, name: str) -> str:
+    """Why `func` cannot be a member of a block-level vertical fusion ("" when it can)."""
+    try:
+        return _not_one_parallel_loop(cpu_member(func, name))
+    except FusionUnsupported as err:
+        return str(err)
+
+
 def fuse_vertical_cpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str], link) -> tirx.PrimFunc:
     """Block-level vertical fusion (BlockDepend): one parallel loop over the producer's
     blocks; iteration b runs producer block b, then the consumer blocks that read only it
@@ -182,9 +196,9 @@ def fuse_vertical_cpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: l
     p = cpu_member(fresh_copy(producer), names[0])
     c = cpu_member(fresh_copy(consumer), names[1])
     for m, name in ((p, names[0]), (c, names[1])):
-        if len(m.stages) != 1 or m.stages[0].loop_var is None:
-            raise FusionUnsupported(f"{name}: block-level vertical fusion needs exactly one parallel loop "
-                                    f"(found {len(m.stages)} stages)")
+        why = _not_one_parallel_loop(m)
+        if why:
+            raise FusionUnsupported(f"{name}: block-level vertical fusion needs exactly one parallel loop ({why})")
     ps, cs = p.stages[0], c.stages[0]
     if (ps.chunks, cs.chunks) != (link.producer_blocks, link.consumer_blocks):
         raise FusionUnsupported(f"block counts {ps.chunks}/{cs.chunks} differ from the plan's "
