@@ -54,21 +54,19 @@ def _variants(session, cotune_trials: int):
     ones; both: every decision (a vertical one overlapping an applied horizontal one is
     rejected by code generation and reported); cotuned: parallel fusion with every group
     co-tuned (`cotune_trials` per method; 0 leaves the variant out)."""
-    from engine.parallel import propose
-    from engine.parallel.apply import PlanApplier
     from engine.parallel.plan import DecisionKind
     from engine.pipeline import CompileOptions
-    from engine.tuning import KernelTuner, TuneOptions
+    from engine.tuning import TuneOptions
 
     variants: dict[str, object] = {"blockwise": lambda: CompileOptions(timing=False)}
-    plan = propose(session, "llvm").plan
+    plan = session.propose("llvm").plan
     vertical = [d.id for d in plan.decisions if d.kind is DecisionKind.VERTICAL_BLOCK]
     horizontal = [d.id for d in plan.decisions if d.kind is not DecisionKind.VERTICAL_BLOCK]
 
     def with_plan(ids, cotune=0):
         approved = plan.with_approval(",".join(ids))
-        tune = KernelTuner(TuneOptions(trials=0, cotune_trials=cotune), plan=approved) if cotune else None
-        return lambda: CompileOptions(timing=False, apply_plan=PlanApplier(approved), tune=tune)
+        tuning = TuneOptions(trials=0, cotune_trials=cotune) if cotune else None
+        return lambda: CompileOptions(timing=False, plan=approved, tuning=tuning)
 
     variants["+parallel-fusion"] = with_plan(horizontal) if horizontal else "no parallel group proposed"
     variants["+block-fusion"] = with_plan(vertical) if vertical else "no one-to-one block map proposed"

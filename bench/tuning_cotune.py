@@ -14,11 +14,9 @@ import argparse
 import math
 import tempfile
 
-from engine.parallel import propose
-from engine.parallel.apply import PlanApplier
 from engine.pipeline import CompileOptions
 from engine.session import Session
-from engine.tuning import KernelTuner, TuneOptions
+from engine.tuning import TuneOptions
 
 
 def geomean(xs: list[float]) -> float:
@@ -35,12 +33,12 @@ def main() -> None:
           f"{'layout only':>11}  kept: layout, knobs")
     for spec in args.models.split(","):
         session = Session(spec)
-        plan = propose(session, "llvm").plan.with_approval("all")
+        plan = session.propose("llvm").plan.with_approval("all")
         with tempfile.TemporaryDirectory() as db:
-            tuner = KernelTuner(TuneOptions(trials=0, cotune_trials=args.trials, db_root=db), plan=plan)
-            session.compile(CompileOptions(apply_plan=PlanApplier(plan), tune=tuner, timing=False))
+            tuning = TuneOptions(trials=0, cotune_trials=args.trials, db_root=db)
+            result = session.compile(CompileOptions(plan=plan, tuning=tuning, timing=False))
         done = set()
-        for r in tuner.cotuned:
+        for r in result.cotuned:
             if r.members in done:  # overlapping decisions over the same kernels: one row
                 continue
             done.add(r.members)

@@ -25,7 +25,7 @@ from engine.cores import configure_runtime
 from engine.runtime.measure import time_runs
 from engine.pipeline import CompileOptions, Stage
 from engine.session import Session
-from engine.tuning import KernelTuner, TuneOptions
+from engine.tuning import Choice, TuneOptions
 
 
 configure_runtime()  # before any kernel runs: stock TVM and blockwise get the same thread pool
@@ -40,10 +40,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10)
     args = ap.parse_args()
     s = Session(args.model)
-    tuner = KernelTuner(TuneOptions(trials=args.trials))
+    tuned = s.compile(CompileOptions(timing=False, tuning=TuneOptions(trials=args.trials)))
     builds = {
         "untuned": s.compile(CompileOptions(timing=False)).executable,
-        "tuned": s.compile(CompileOptions(timing=False, tune=tuner)).executable,
+        "tuned": tuned.executable,
     }
     fused = s.compile(CompileOptions(stop_after=Stage.FUSE))
     target = tvm.target.Target(fused.target_detail)
@@ -71,8 +71,8 @@ def main() -> None:
     if "stock-tuned" in out:
         out["tuned_vs_stock_tuned"] = out["stock-tuned"]["median_ms"] / out["tuned"]["median_ms"]
         out["stock_tuning_s"] = stock_tune_s
-    out["measured_this_run"] = tuner.report.measured
-    out["choices"] = [f"{r.name}: {r.choice.value}" for r in tuner.report.records if r.choice.value != "not tuned"]
+    out["measured_this_run"] = tuned.tuning.measured
+    out["choices"] = [f"{r.name}: {r.choice.value}" for r in tuned.tuning.records if r.choice is not Choice.NOT_TUNED]
     print(json.dumps(out, indent=1))
 
 

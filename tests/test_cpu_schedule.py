@@ -1,4 +1,4 @@
-"""Unit tests for the default CPU schedule (engine/cpu_schedule.py).
+"""Unit tests for the default CPU schedule (engine/schedule/cpu/rules.py).
 
 Each test builds a tiny Relax module, runs the llvm pipeline with ``schedule_module``,
 compares against numpy (or the unscheduled build) and checks that the kernels went

@@ -1,4 +1,4 @@
-"""GPU schedules (engine/gpu_schedule.py) checked on the CPU (engine/gpu_emulation.py).
+"""GPU schedules (engine/schedule/gpu.py) checked on the CPU (engine/runtime/emulation.py).
 
 dlight-schedule a model for nvidia/nvidia-h100, check every kernel is thread-bound, emit
 CUDA source, then run the emulated (serial, llvm) kernels and compare with onnxruntime.

@@ -1,26 +1,25 @@
 """Applying plans: fused kernels verify against onnxruntime, failures roll back, CLI."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
-from engine.parallel import propose
-from engine.parallel.apply import DecisionResult, PlanApplier
-from engine.parallel.relax_rewrite import replace_with_fused
+from engine import targets
+from engine.parallel.apply import DecisionResult
 from engine.pipeline import CompileOptions
 from engine.session import Session
 
 
-def _compile(session, target, applier, timing=True):
-    return session.compile(CompileOptions(target=target, apply_plan=applier, runs=3, timing=timing))
+def _compile(session, target, plan, timing=True):
+    return session.compile(CompileOptions(target=target, plan=plan, runs=3, timing=timing))
 
 
 def test_llvm_inception_block_all_branches():
     session = Session("inception_block")
-    applier = PlanApplier(propose(session, "llvm").plan.with_approval("all"))
-    result = _compile(session, "llvm", applier)
+    result = _compile(session, "llvm", session.propose("llvm").plan.with_approval("all"))
     assert result.verification.passed
-    out = applier.outcome
+    out = result.fusion
     assert (out.launches_before, out.launches_after) == (8, 3) and result.launches == 3
     for d in out.decisions:
         assert d.result is DecisionResult.APPLIED and d.kernels_after == 1
@@ -31,11 +30,10 @@ def test_llvm_inception_block_all_branches():
 
 def test_only_approved_decisions_run():
     session = Session("inception_block")
-    applier = PlanApplier(propose(session, "llvm").plan.with_approval("d1"))
-    result = _compile(session, "llvm", applier, timing=False)
+    result = _compile(session, "llvm", session.propose("llvm").plan.with_approval("d1"), timing=False)
     assert result.verification.passed and result.launches == 6
-    assert [d.result for d in applier.outcome.decisions] == [DecisionResult.NOT_APPROVED,
-                                                             DecisionResult.APPLIED]
+    assert [d.result for d in result.fusion.decisions] == [DecisionResult.NOT_APPROVED,
+                                                           DecisionResult.APPLIED]
 
 
 @pytest.mark.parametrize("model", ["moe_block",
@@ -43,27 +41,22 @@ def test_only_approved_decisions_run():
                                    pytest.param("mha_block", marks=pytest.mark.slow)])
 def test_cuda_emulated(model):
     session = Session(model)
-    applier = PlanApplier(propose(session, "cuda").plan.with_approval("all"))
-    result = _compile(session, "cuda", applier, timing=False)
+    result = _compile(session, "cuda", session.propose("cuda").plan.with_approval("all"), timing=False)
     assert result.verification.passed
-    assert applier.outcome.launches_after < applier.outcome.launches_before
-    assert all(d.result is DecisionResult.APPLIED for d in applier.outcome.decisions)
+    assert result.fusion.launches_after < result.fusion.launches_before
+    assert all(d.result is DecisionResult.APPLIED for d in result.fusion.decisions)
 
 
-class _BreakOne(PlanApplier):
-    """Breaks decision d1 on purpose: its fused kernel doubles the last member's output."""
+def _breaking_fuse(fuse, broken: tuple[str, ...]):
+    """The target's fuse, except that the fused kernel of the members `broken` (PrimFunc
+    names) doubles its last output: a decision that fails verification on purpose."""
+    import tvm_ffi
+    from tvm import tirx
 
-    def _fuse(self, mod, d, members, ctx):
-        if d.id != "d1":
-            return super()._fuse(mod, d, members, ctx)
-        import tvm_ffi
-        from tvm import tirx
-
-        from engine.parallel.codegen import codegen_for
-        from engine.parallel.relax_rewrite import call_of
-
-        funcs = [call_of(mod, v).args[0].name_hint for v in members]
-        prim = codegen_for("llvm").fuse([mod[f] for f in funcs], funcs, ctx.target)
+    def fuse_and_break(funcs, names, target, layout=None):
+        prim = fuse(funcs, names, target, layout)
+        if tuple(names) != broken:
+            return prim
         out = prim.params[-1]
 
         def double(store):
@@ -72,21 +65,24 @@ class _BreakOne(PlanApplier):
                                         store.indices)
             return store
 
-        prim = tvm_ffi.structural_map(prim, (tirx.BufferStore, double))
-        new, _ = replace_with_fused(mod, members, prim, f"hfused_{d.id}")
-        return new, f"hfused_{d.id}"
+        return tvm_ffi.structural_map(prim, (tirx.BufferStore, double))
+
+    return fuse_and_break
 
 
-def test_failed_decision_rolls_back_and_others_stay():
+def test_failed_decision_rolls_back_and_others_stay(monkeypatch):
     session = Session("inception_block")
-    plan = propose(session, "llvm").plan.with_approval("all")
-    applier = _BreakOne(plan)
-    result = _compile(session, "llvm", applier, timing=False)
+    plan = session.propose("llvm").plan.with_approval("all")
+    llvm = targets.get_target("llvm")
+    broken = tuple(m.func for m in plan.decision("d1").members)
+    codegen = replace(llvm.fusion, fuse=_breaking_fuse(llvm.fusion.fuse, broken))
+    monkeypatch.setitem(targets.TARGETS, "llvm", replace(llvm, fusion=codegen))
+    result = _compile(session, "llvm", plan, timing=False)
     assert result.verification.passed  # the final model is the one with the good decision only
-    d0, d1 = applier.outcome.decisions
+    d0, d1 = result.fusion.decisions
     assert d0.result is DecisionResult.APPLIED
     assert d1.result is DecisionResult.ROLLED_BACK and ("DIFFERS" in d1.reason or "failed" in d1.reason)
-    assert applier.outcome.launches_after == 5
+    assert result.fusion.launches_after == 5
 
 
 def test_cli_plan_then_compile(cli, tmp_path):
@@ -102,4 +98,4 @@ def test_cli_plan_then_compile(cli, tmp_path):
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["fusion"]["decisions"][0]["fused_ms"] > 0
     res = cli("compile", "mha_block", "--plan", str(plan_file), "--no-export")
-    assert res.returncode == 2 and "plan is for model 'fire_module', not 'mha_block'" in res.stderr
+    assert res.returncode == 2 and f"{plan_file} is for model 'fire_module', not 'mha_block'" in res.stderr

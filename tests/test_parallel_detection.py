@@ -2,13 +2,13 @@
 
 import pytest
 
-from engine.parallel import DecisionKind, DecisionStatus, propose
+from engine.parallel.plan import DecisionKind, DecisionStatus
 from engine.session import Session
 
 
 @pytest.fixture(scope="module")
 def proposals():
-    return {name: propose(Session(name), "llvm")
+    return {name: Session(name).propose("llvm")
             for name in ("fire_module", "mha_block", "moe_block", "inception_block")}
 
 
@@ -65,5 +65,5 @@ def test_groups_are_antichains(proposals):
 def test_proposing_does_not_touch_the_module():
     session = Session("fire_module")
     before = session.scheduled("llvm").module.script()
-    propose(session, "llvm")
+    session.propose("llvm")
     assert session.scheduled("llvm").module.script() == before

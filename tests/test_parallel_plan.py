@@ -5,7 +5,7 @@ import json
 import pytest
 
 from engine.errors import PlanError
-from engine.parallel import DecisionStatus, FusionPlan, load_plan, propose, validate_plan
+from engine.parallel.plan import DecisionStatus, FusionPlan, load_plan, validate_plan
 from engine.session import Session
 
 
@@ -16,7 +16,7 @@ def session():
 
 @pytest.fixture(scope="module")
 def plan(session):
-    return propose(session, "llvm").plan
+    return session.propose("llvm").plan
 
 
 def test_round_trip_is_exact(plan, tmp_path):
@@ -45,6 +45,27 @@ def test_validation_against_the_model(plan, session):
     data["decisions"][0]["members"][0]["kernel"] = 42
     with pytest.raises(PlanError, match=r"decision d0: unknown member kernel 42"):
         validate_plan(FusionPlan.from_json(data), "inception_block", "llvm", kernels)
+
+
+def test_plan_for_other_kernels_fails_to_load(tmp_path):
+    """Same model name, same operators: only the kernels' fingerprint tells them apart."""
+    fire = Session("fire_module")
+    plan = fire.propose("llvm").plan
+    path = tmp_path / "plan.json"
+    path.write_text(plan.dumps())
+    assert fire.load_plan(path) == plan
+    # the same model at batch 2: every kernel's output shape changes, not its operators
+    batch2 = Session("fire_module", shapes={"input": (2, 96, 28, 28)})
+    with pytest.raises(PlanError, match=r"proposed for other kernels of model 'fire_module'") as err:
+        batch2.load_plan(path)
+    assert "\n" not in str(err.value) and str(path) in str(err.value)
+    # a plan file whose fingerprint was edited
+    data = plan.to_json()
+    data["fingerprint"] = "0" * 16
+    path.write_text(json.dumps(data))
+    with pytest.raises(PlanError, match=r"proposed for other kernels of model 'fire_module' "
+                                        r"\(fingerprint 0{16}, now "):
+        fire.load_plan(path)
 
 
 def test_bad_files(tmp_path):

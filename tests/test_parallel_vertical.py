@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from engine.blockdeps import EdgeClass, Method
-from engine.parallel import propose
-from engine.parallel.apply import DecisionResult, PlanApplier
+from engine.parallel.apply import DecisionResult
 from engine.parallel.plan import DecisionKind, FusionPlan
 from engine.parallel.vertical import block_link
 from engine.pipeline import CompileOptions
@@ -44,7 +43,7 @@ def test_other_maps_give_none(edge):
 @pytest.fixture(scope="module")
 def fire():
     session = Session("fire_module")
-    return session, propose(session, "llvm").plan
+    return session, session.propose("llvm").plan
 
 
 def test_fire_squeeze_to_expand1x1_is_proposed(fire):
@@ -62,15 +61,14 @@ def test_fire_squeeze_to_expand1x1_is_proposed(fire):
 def test_vertical_decision_compiles_verifies_and_saves_a_launch(fire):
     session, plan = fire
     (d,) = [d for d in plan.decisions if d.kind is DecisionKind.VERTICAL_BLOCK]
-    applier = PlanApplier(plan.with_approval(d.id))
-    result = session.compile(CompileOptions(apply_plan=applier, runs=3))
+    result = session.compile(CompileOptions(plan=plan.with_approval(d.id), runs=3))
     assert result.verification.passed
-    out = {o.id: o for o in applier.outcome.decisions}[d.id]
+    out = {o.id: o for o in result.fusion.decisions}[d.id]
     assert out.result is DecisionResult.APPLIED and out.fused_kernel == f"vfused_{d.id}"
-    assert (applier.outcome.launches_before, applier.outcome.launches_after) == (4, 3)
+    assert (result.fusion.launches_before, result.fusion.launches_after) == (4, 3)
     assert out.fused_ms > 0 and len(out.members_ms) == 2
 
 
 def test_cuda_gets_no_vertical_proposals():
-    plan = propose(Session("fire_module"), "cuda").plan
+    plan = Session("fire_module").propose("cuda").plan
     assert not [d for d in plan.decisions if d.kind is DecisionKind.VERTICAL_BLOCK]

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from engine.parallel import propose
-from engine.parallel.apply import DecisionResult, PlanApplier
+from engine.parallel.apply import DecisionResult
+from engine.parallel.plan import DecisionStatus
 from engine.pipeline import CompileOptions
 from engine.session import Session
 
@@ -25,18 +25,17 @@ def _module_of(decision) -> set[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("target", ["llvm", "cuda"])
 def test_inception_v1_groups_and_fused_build(session, target):
-    plan = propose(session, target).plan
+    plan = session.propose(target).plan
     for name in MODULES:
         hetero = [d for d in plan.decisions if _module_of(d) == {name} and d.evidence.heterogeneous
-                  and d.status.value == "proposed"]
+                  and d.status is DecisionStatus.PROPOSED]
         assert hetero, f"inception_{name}: no heterogeneous group"
         kernel_sizes = {m.signature.split("+")[0] for d in hetero for m in d.members}
         assert len(kernel_sizes) >= 2
-    applier = PlanApplier(plan.with_approval("all"))
-    result = session.compile(CompileOptions(target=target, apply_plan=applier, runs=5,
+    result = session.compile(CompileOptions(target=target, plan=plan.with_approval("all"), runs=5,
                                             timing=target == "llvm"))
     assert result.verification.passed
-    out = applier.outcome
+    out = result.fusion
     assert out.launches_after < out.launches_before
     applied = [d for d in out.decisions if d.result is DecisionResult.APPLIED]
     assert len(applied) >= len(MODULES)

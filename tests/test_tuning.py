@@ -9,13 +9,13 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from engine.pipeline import CompileOptions, Stage
+from engine.pipeline import CompileOptions, Stage, StageStatus
 from engine.session import Session
 from engine.targets import get_target
 from engine.tuning import Choice, TuneOptions, TuneStore, tune_module
 from engine.tuning.builder import build_without_intrinsics, fast_inspect_stack
 from engine.tuning.cotune import time_kernel
-from engine.tuning.tuner import _default_scheduler, _workloads
+from engine.tuning.tuner import _workloads
 from tests.conftest import SAMPLES
 
 
@@ -55,18 +55,24 @@ def test_build_function_skips_the_intrinsics_import():
     assert out.stdout.strip() == "False"
 
 
-def test_tune_hook_runs_inside_the_schedule_stage():
+def test_tune_hook_runs_inside_the_schedule_stage(monkeypatch, tmp_path):
+    from engine.tuning import hook
+
     seen = []
+    tune_kernels = hook.tune_kernels
 
-    def hook(mod, ctx):
+    def spy(mod, ctx, options, plan=None):
         seen.append(sorted(gv.name_hint for gv, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc)))
-        return mod
+        return tune_kernels(mod, ctx, options, plan)
 
+    monkeypatch.setattr(hook, "tune_kernels", spy)
     events = []
     result = Session(str(SAMPLES / "fire_module.onnx")).compile(
-        CompileOptions(tune=hook, stop_after=Stage.SCHEDULE), progress=events.append)
+        CompileOptions(tuning=TuneOptions(trials=0, db_root=str(tmp_path)), stop_after=Stage.SCHEDULE),
+        progress=events.append)
     assert len(seen) == 1 and len(seen[0]) == 4
-    assert [e.stage for e in events if e.status == "done"][-1] is Stage.SCHEDULE
+    assert [e.stage for e in events if e.status is StageStatus.DONE][-1] is Stage.SCHEDULE
+    assert result.tuning.measured == 0  # no trials: the report of a tuning that measured nothing
     for k in result.kernels:  # untuned kernels keep the default schedule
         assert "T.parallel" in result.module[k.func].script()
 
@@ -77,8 +83,8 @@ def tuned_matmul(tmp_path_factory):
     store = TuneStore(tmp_path_factory.mktemp("tune") / "mm-llvm")
     options = TuneOptions(trials=8, trials_per_kernel=8, trials_per_round=8)
     mod = matmul_module()
-    first_mod, first = tune_module(mod, target, _default_scheduler(get_target("llvm")), store, options)
-    second_mod, second = tune_module(mod, target, _default_scheduler(get_target("llvm")), store, options)
+    first_mod, first = tune_module(mod, target, get_target("llvm").schedule_one, store, options)
+    second_mod, second = tune_module(mod, target, get_target("llvm").schedule_one, store, options)
     return target, store, mod, first_mod, first, second_mod, second
 
 
@@ -122,13 +128,13 @@ def test_pick_measures_the_template_knob_points_and_replays_them():
     (w,) = [w for w in _workloads(mod) if w.gvars[0].name_hint == "fused_conv2d2_add1_relu1"]
     runner = CountingRunner(make_runner())
     points = template_points(w.mod["main"], target)
-    record = _pick(w, KernelRecord(w.key, "expand3x3", None), None, _default_scheduler(get_target("llvm")),
+    record = _pick(w, KernelRecord(w.key, "expand3x3", None), None, get_target("llvm").schedule_one,
                    target, local_builder(), runner, budget=0)
     assert runner.count == len(points)  # the default + the other tiles
     assert record.choice in (Choice.DEFAULT, Choice.TEMPLATE) and record.tuned_s <= record.default_s
     knobs = record.knobs or points[1][0]
     func = schedule_knobs(w.mod["main"], target, tuple(knobs))
-    default = _default_scheduler(get_target("llvm"))(w.mod, target)["main"]
+    default = get_target("llvm").schedule_one(w.mod, target)["main"]
     rng = np.random.default_rng(0)
     args = [rng.standard_normal([int(s) for s in p.shape]).astype("float32")
             for p in tvm.s_tir.meta_schedule.arg_info.ArgInfo.from_prim_func(w.mod["main"])]

@@ -9,7 +9,6 @@ import pytest
 
 from engine.targets import get_target
 from engine.tuning import RpcEndpoint, TuneOptions, TuneStore, tune_module
-from engine.tuning.tuner import _default_scheduler
 from tests.test_tuning import matmul_module
 
 
@@ -85,7 +84,7 @@ def test_tuning_measures_through_the_rpc_tracker(rpc_cluster, tmp_path):
     target = get_target("llvm").target(None)
     store = TuneStore(tmp_path / "mm-llvm")
     options = TuneOptions(trials=4, rpc=rpc_cluster, trials_per_kernel=4, trials_per_round=4)
-    _, report = tune_module(matmul_module(128), target, _default_scheduler(get_target("llvm")), store, options)
+    _, report = tune_module(matmul_module(128), target, get_target("llvm").schedule_one, store, options)
     (record,) = report.records
     assert report.measured >= 4
     assert record.default_s is not None and record.tuned_s is not None  # timed on the RPC device
