@@ -1,0 +1,107 @@
+"""bench/compare.py's summaries and raw-data writer on synthetic rows (no compile, no TVM run)."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+
+import compare  # noqa: E402
+from compare import AUTO, BASE, METASCHEDULE, ORT, TUNED, UNSCHEDULED, Row  # noqa: E402
+
+
+def _row(model: str, **latency: float) -> Row:
+    """A row whose spreads are +-2% of each median."""
+    names = {"auto": AUTO, "base": BASE, "ort": ORT, "ms": METASCHEDULE, "tuned": TUNED,
+             "unscheduled": UNSCHEDULED, "par": "+parallel-fusion"}
+    row = Row(model)
+    for key, v in latency.items():
+        row.latency_ms[names[key]] = v
+        row.spread_ms[names[key]] = (v * 0.98, v * 1.02)
+    return row
+
+
+@pytest.fixture
+def rows() -> list[Row]:
+    return [_row("a", ort=2.0, base=1.0, auto=0.9, ms=4.0, tuned=1.0, unscheduled=100.0),
+            _row("b", ort=1.0, base=2.0, auto=2.5, unscheduled=400.0),
+            _row("c", ort=1.0, base=1.0, auto=1.01, par=0.5)]
+
+
+def test_unscheduled_peer_is_in_no_headline_geomean(rows):
+    summary = compare.summarise(rows)
+    for by_peer in summary["headline"].values():
+        assert UNSCHEDULED not in by_peer
+    assert summary["curiosity"]["ratio"] == f"{BASE} / {UNSCHEDULED}"
+    assert summary["curiosity"]["geomean"] == pytest.approx((1 / 100 * 2 / 400) ** 0.5)
+    out = io.StringIO()
+    compare.print_table(rows, summary, out)
+    text = out.getvalue()
+    header = text.splitlines()[0]
+    assert UNSCHEDULED not in header and BASE in header and ORT in header
+    note = text.index(f"note: {UNSCHEDULED}")
+    assert "no schedule" in text[note:] and "in no geomean" in text[note:]
+    assert text.index("geometric mean") < note  # the curiosity comes after the headline
+
+
+def test_headline_geomeans_against_onnxruntime_and_blockwise(rows):
+    headline = compare.summarise(rows)["headline"]
+    assert headline[BASE][ORT] == {"geomean": pytest.approx((0.5 * 2.0 * 1.0) ** (1 / 3)), "models": 3}
+    assert set(headline["+parallel-fusion"]) == {ORT, BASE}
+    assert headline["+parallel-fusion"][BASE] == {"geomean": pytest.approx(0.5), "models": 1}
+
+
+def test_auto_ratio_is_against_blockwise(rows):
+    auto = compare.summarise(rows)["auto"]
+    assert auto["ratio"] == f"{AUTO} / {BASE}"
+    assert auto["per_model"]["a"]["ratio"] == pytest.approx(0.9)
+    assert auto["per_model"]["b"]["ratio"] == pytest.approx(1.25)
+    assert auto["geomean"] == pytest.approx((0.9 * 1.25 * 1.01) ** (1 / 3))
+    # b is slower beyond its spread; c's 1% is inside the +-2% spreads: noise
+    assert auto["slower_beyond_noise"] == ["b"]
+    assert compare.summarise(rows)["headline"][AUTO][BASE]["geomean"] == pytest.approx(auto["geomean"])
+    out = io.StringIO()
+    compare.print_table(rows, compare.summarise(rows), out)
+    lines = [ln.split() for ln in out.getvalue().splitlines()]
+    assert ["b", "1.250x", "SLOWER", "beyond", "noise"] in lines and ["c", "1.010x"] in lines
+
+
+def test_tuned_pair_ratio_is_ours_over_metaschedule(rows):
+    rows[0].tuning[METASCHEDULE] = {"trials": 16, "tasks": 4, "tasks_scheduled": 4, "records": 16,
+                                    "valid_records": 16}
+    tuned = compare.summarise(rows)["tuned"]
+    assert tuned["per_model"] == {"a": pytest.approx(0.25)} and tuned["models"] == 1
+    out = io.StringIO()
+    compare.print_table(rows, compare.summarise(rows), out)
+    line = [ln for ln in out.getvalue().splitlines() if ln.startswith("a ") and "0.250x" in ln]
+    assert line and "4/4" in line[0]
+
+
+def test_json_writer_records_date_cpu_and_versions(rows, tmp_path):
+    also = tmp_path / "elsewhere" / "c.json"
+    paths = compare.write_results(rows, compare.summarise(rows), {"runs": 5}, also=str(also),
+                                  results=tmp_path / "results", now=1796300000.0)
+    assert paths[0].parent == tmp_path / "results" and paths[0].name.startswith("compare-2026")
+    assert paths[1] == also
+    data = json.loads(paths[0].read_text())
+    assert data == json.loads(also.read_text())
+    machine = data["machine"]
+    assert machine["date"].startswith("2026-") and machine["cpu"] and machine["cores"] >= 1
+    assert machine["tvm"].startswith("0.27")
+    assert data["models"][0]["latency_ms"][UNSCHEDULED] == 100.0
+    assert data["summary"]["auto"]["slower_beyond_noise"] == ["b"]
+
+
+def test_cpu_model_reads_the_model_name(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: Some CPU @ 2.0GHz\n")
+    assert compare.write_raw.__module__ == "run_record"
+    from run_record import cpu_model
+
+    assert cpu_model(str(info)) == "Some CPU @ 2.0GHz"
