@@ -23,6 +23,8 @@ from engine.errors import ModelLoadError, UnsupportedOpError, one_line
 ZOO_PREFIX = "zoo:"
 ZOO_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_models"
+# Values that random inputs never contain and some operators treat specially (IsInf, Div...).
+SPECIAL_VALUES = (np.inf, -np.inf, np.nan, -0.0)
 # Ops that only pass a weight through on the way to its real consumer.
 _WEIGHT_PASSTHROUGH = {"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Cast", "Identity"}
 
@@ -50,9 +52,19 @@ class Model:
     outputs: tuple[str, ...]
     weights_replaced: int  # ConstantOfShape weights replaced by seeded random initializers
 
-    def random_inputs(self, seed: int = 0) -> dict[str, np.ndarray]:
+    def random_inputs(self, seed: int = 0, specials: bool = False) -> dict[str, np.ndarray]:
+        """Seeded random inputs. `specials`: the same inputs with inf, -inf, nan and -0.0
+        mixed into every floating-point input (1 element in 16, at least one of each)."""
         rng = np.random.default_rng(seed)
-        return {spec.name: spec.random(rng) for spec in self.inputs}
+        inputs = {spec.name: spec.random(rng) for spec in self.inputs}
+        if specials:
+            for value in inputs.values():
+                if np.issubdtype(value.dtype, np.floating) and value.size:
+                    flat = value.reshape(-1)
+                    where = rng.choice(flat.size, min(flat.size, max(len(SPECIAL_VALUES), flat.size // 16)),
+                                       replace=False)
+                    flat[where] = np.resize(np.array(SPECIAL_VALUES, value.dtype), where.size)
+        return inputs
 
 
 def zoo_names() -> list[str]:

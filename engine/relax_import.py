@@ -131,11 +131,32 @@ def _recording_importer():
             self.converted: list[tuple[int, relax.Expr]] = []
 
         def _convert_operator(self, op_name, inputs, attrs, opset):
-            expr = super()._convert_operator(op_name, inputs, attrs, opset)
+            fix = _CONVERTER_FIXES.get(op_name)
+            if fix is not None:
+                expr = self.bb.normalize(fix(inputs, attrs))
+            else:
+                expr = super()._convert_operator(op_name, inputs, attrs, opset)
             self.converted.append((len(self.converted), expr))
             return expr
 
     return RecordingImporter()
+
+
+def _isinf(inputs, attrs) -> relax.Expr:
+    """IsInf honouring detect_positive / detect_negative (TVM's converter ignores both and
+    flags every infinity)."""
+    x = inputs[0]
+    positive, negative = attrs.get("detect_positive", 1), attrs.get("detect_negative", 1)
+    if positive and negative:
+        return relax.op.isinf(x)
+    if not positive and not negative:
+        return relax.op.zeros_like(x, dtype="bool")
+    dtype = x.ty.dtype
+    return relax.op.equal(x, relax.const(np.inf if positive else -np.inf, dtype))
+
+
+# ONNX operators converted here instead of by TVM's frontend, which gets them wrong.
+_CONVERTER_FIXES = {"IsInf": _isinf}
 
 
 def _collect_calls(expr, op: OpId, out: dict) -> None:

@@ -37,7 +37,10 @@ def report_json(result: CompileResult, graph: OperatorGraph, plan: FusionPlan | 
         "verification": {
             "passed": v.passed, "rtol": v.rtol, "atol": v.atol, "max_abs_err": v.max_abs,
             "max_rel_err": v.max_rel, "first_bad_kernel": v.first_bad_kernel,
-            "outputs": [dataclasses.asdict(o) for o in v.outputs]},
+            "outputs": [dataclasses.asdict(o) for o in v.outputs],
+            "kernels_compared": v.kernels_compared, "kernels_total": v.kernels_total,
+            "special_ops": list(v.special_ops),
+            "special_values": [dataclasses.asdict(o) for o in v.special_values], "notes": list(v.notes)},
         "launches_per_inference": result.launches,
         "kernels": [{"index": k.index, "name": k.func, "ops": list(k.ops),
                      "op_labels": [graph.node(o).label for o in k.ops],
@@ -64,8 +67,7 @@ def report_lines(result: CompileResult, plan: FusionPlan | None = None) -> list[
     lines = [f"model        {result.model}   target {result.target}",
              "stages       " + "  ".join(f"{s.stage.value} {s.seconds:.2f}s" for s in result.stages
                                          if s.status is StageStatus.DONE),
-             f"verify       {'OK' if v.passed else 'FAILED'}  max abs err {v.max_abs:.2e}  "
-             f"max rel err {v.max_rel:.2e}  ({result.ran_on})",
+             f"verify       {'OK' if v.passed else 'FAILED'}  {v.figures()}  ({result.ran_on})",
              f"kernels      {result.launches} launches per inference"]
     lat, ort = result.latency, result.onnxruntime_latency
     if lat:
