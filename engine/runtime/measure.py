@@ -53,6 +53,25 @@ def time_runs(fn: Callable[[], object], runs: int, warmup: int = 3) -> Latency:
     return Latency.of(samples)
 
 
+def on_kernel_calls(vm, run: Callable[[], object], names: set[str], before: bool,
+                    record: Callable[[str, tuple], None]) -> None:
+    """Run `run` once, calling `record(kernel, args)` at each call of a kernel in `names`,
+    before it runs (its inputs) or after (its outputs written)."""
+    from tvm.runtime.vm import VMInstrumentReturnKind
+
+    def instrument(func, func_symbol, before_run, ret_value, *args):
+        name = str(func_symbol)
+        if bool(before_run) == before and name in names:
+            record(name, args)
+        return VMInstrumentReturnKind.NO_OP
+
+    vm.set_instrument(instrument)
+    try:
+        run()
+    finally:
+        vm.set_instrument(None)
+
+
 def profile_kernels(vm, run: Callable[[], object], runs: int, sync: Callable[[], None],
                     names: set[str]) -> tuple[KernelTime, ...]:
     """Time every call of the kernels `names` in place during `runs` real runs of `run`."""
@@ -117,21 +136,14 @@ def time_kernels_isolated(executable, vm, run: Callable[[], object], names: set[
     real run of `run`. Unlike `profile_kernels`, no per-call hook cost is counted, so a
     fused kernel and its members compare fairly however small they are."""
     import tvm
-    from tvm.runtime.vm import VMInstrumentReturnKind
 
     captured: dict[str, list] = {}
 
-    def instrument(func, func_symbol, before_run, ret_value, *args):
-        name = str(func_symbol)
-        if before_run and name in names and name not in captured:
+    def record(name: str, args: tuple) -> None:
+        if name not in captured:
             captured[name] = [tvm.runtime.tensor(a.numpy(), dev) if hasattr(a, "numpy") else a for a in args]
-        return VMInstrumentReturnKind.NO_OP
 
-    vm.set_instrument(instrument)
-    try:
-        run()
-    finally:
-        vm.set_instrument(None)
+    on_kernel_calls(vm, run, names, before=True, record=record)
     libs = _modules(executable.mod)
     out: dict[str, IsolatedTime] = {}
     for name, args in captured.items():

@@ -276,22 +276,15 @@ def capture_kernel_outputs(vm, run, kernel_names: set[str],
                            outputs: dict[str, int] | None = None) -> list[tuple[str, np.ndarray]]:
     """Run once, keeping a copy of each kernel call's outputs (its last `outputs[name]`
     arguments, 1 by default), one (kernel, array) entry per output in call order."""
-    from tvm.runtime.vm import VMInstrumentReturnKind
+    from engine.runtime.measure import on_kernel_calls
 
     captured: list[tuple[str, np.ndarray]] = []
 
-    def instrument(func, func_symbol, before_run, ret_value, *args):
-        name = str(func_symbol)
-        if not before_run and name in kernel_names and args:
-            n = (outputs or {}).get(name, 1)
-            captured.extend((name, a.numpy().copy()) for a in args[len(args) - n:] if hasattr(a, "numpy"))
-        return VMInstrumentReturnKind.NO_OP
+    def record(name: str, args: tuple) -> None:
+        n = (outputs or {}).get(name, 1)
+        captured.extend((name, a.numpy().copy()) for a in args[len(args) - n:] if hasattr(a, "numpy"))
 
-    vm.set_instrument(instrument)
-    try:
-        run()
-    finally:
-        vm.set_instrument(None)
+    on_kernel_calls(vm, run, kernel_names, before=False, record=record)
     return captured
 
 
