@@ -28,8 +28,8 @@ from engine.parallel.apply import PlanOutcome, apply_plan
 from engine.relax_import import import_relax, propagate_owners
 from engine.runtime.measure import KernelTime, Latency, onnxruntime_session, profile_kernels, time_runs
 from engine.runtime.verify import (Verification, compare_kernels, compare_outputs, locate_mismatch,
-                                   special_value_ops)
-from engine.targets import HOST_TARGET, TargetSpec, get_target
+                                   output_arrays, special_value_ops)
+from engine.targets import TargetSpec, get_target
 
 
 @dataclass(frozen=True, eq=False)
@@ -258,7 +258,7 @@ def _verify(ctx: CompileContext) -> str:
         return tuple(tvm.runtime.tensor(values[spec.name], dev) for spec in model.inputs)
 
     def outputs(args: tuple) -> list:
-        return [a.numpy() for a in _as_list(vm["main"](*args))]
+        return output_arrays(vm["main"](*args))
 
     ctx.run = DeviceRun(vm, dev, tensors(inputs), inputs)
     actual = outputs(ctx.run.args)
@@ -309,17 +309,6 @@ _STAGE_FUNCS = [(Stage.IMPORT, _import), (Stage.FUSE, _fuse), (Stage.SCHEDULE, _
                 (Stage.APPLY_PLAN, _apply_plan), (Stage.BUILD, _build), (Stage.VERIFY, _verify),
                 (Stage.TIME, _time)]
 assert tuple(s for s, _ in _STAGE_FUNCS) == STAGES
-
-
-def host_target() -> tvm.target.Target:
-    """The llvm target of this machine's CPU (reference builds, emulation)."""
-    return get_target(HOST_TARGET).target(None)
-
-
-def _as_list(value) -> list:
-    if isinstance(value, (list, tuple)) or type(value).__name__ in ("Array", "Tuple"):
-        return list(value)
-    return [value]
 
 
 __all__ = ["Stage", "STAGES", "StageEvent", "StageStatus", "CompileOptions", "CompileResult",

@@ -46,11 +46,13 @@ def apply_plan(plan: FusionPlan, mod: tvm.IRModule, ctx, layouts=None,
     validate_plan(plan, ctx.model.name, ctx.spec.name, ctx.kernels)
     if policy is FusionPolicy.APPROVED:
         return _apply(plan, plan.approved(), mod, ctx, layouts or {})
-    trial = _apply(plan, plan.with_approval("all").approved(), mod, ctx, layouts or {})
-    return _keep_winners(plan, trial, mod, ctx, layouts or {})
+    tried = plan.with_approval("all").approved()
+    oracle = _Oracle(ctx) if tried else None  # one onnxruntime reference for the trial and the rebuild
+    trial = _apply(plan, tried, mod, ctx, layouts or {}, oracle)
+    return _keep_winners(plan, trial, mod, ctx, layouts or {}, oracle)
 
 
-def _apply(plan: FusionPlan, approved, mod, ctx, layouts) -> AppliedPlan:
+def _apply(plan: FusionPlan, approved, mod, ctx, layouts, oracle: "_Oracle | None" = None) -> AppliedPlan:
     """Fuse `approved` on `mod`, verify (rolling back failures one by one), measure."""
     base, base_kernels = mod, ctx.kernels
     vars_of = {d.id: member_vars(base, d.kernels) for d in approved}
@@ -77,7 +79,7 @@ def _apply(plan: FusionPlan, approved, mod, ctx, layouts) -> AppliedPlan:
             kept.append(d)
     verified = "nothing to verify"
     if kept:
-        oracle = _Oracle(ctx)
+        oracle = oracle or _Oracle(ctx)
         ok, verified = oracle.check(fused)
         if not ok:  # roll back: try the decisions one by one on top of the kept ones
             fused, good = base, []
@@ -103,7 +105,7 @@ def _apply(plan: FusionPlan, approved, mod, ctx, layouts) -> AppliedPlan:
     return AppliedPlan(fused, kernels, outcome)
 
 
-def _keep_winners(plan: FusionPlan, trial: AppliedPlan, mod, ctx, layouts) -> AppliedPlan:
+def _keep_winners(plan: FusionPlan, trial: AppliedPlan, mod, ctx, layouts, oracle: "_Oracle | None") -> AppliedPlan:
     """From a trial with every decision applied: keep the decisions whose fused kernel is
     faster than its members beyond the noise (estimated gain without timings), rebuild with
     them, and keep none if that build is slower end to end beyond the noise."""
@@ -121,7 +123,7 @@ def _keep_winners(plan: FusionPlan, trial: AppliedPlan, mod, ctx, layouts) -> Ap
             drops[o.id] = replace(o, result=DecisionResult.NO_ESTIMATED_GAIN,
                                   reason=f"estimated {plan.decision(o.id).gain.estimated_us:.1f} us")
     winners = [plan.decision(o.id) for o in applied if o.id not in drops]
-    final = trial if not drops else _apply(plan, tuple(winners), mod, ctx, layouts)
+    final = trial if not drops else _apply(plan, tuple(winners), mod, ctx, layouts, oracle)
     out = final.outcome
     slower = (out.fused_ms is not None and out.unfused_ms is not None
               and out.fused_ms - out.unfused_ms > (out.e2e_noise_ms or 0.0))
@@ -178,15 +180,13 @@ class _Oracle:
         self._reference: list[np.ndarray] | None = None  # unscheduled kernel outputs, on first need
 
     def check(self, mod) -> tuple[bool, str]:
-        from engine.runtime.verify import compare_outputs
+        from engine.runtime.verify import compare_outputs, output_arrays
 
         opts = self.ctx.options
         try:
             vm = host_vm(mod, self.ctx)
             args = [tvm.runtime.tensor(self.inputs[s.name]) for s in self.ctx.model.inputs]
-            out = vm["main"](*args)
-            out = list(out) if type(out).__name__ in ("Array", "Tuple", "list", "tuple") else [out]
-            actual = [o.numpy() for o in out]
+            actual = output_arrays(vm["main"](*args))
         except Exception as err:
             return False, f"build/run failed: {_first_line(err)}"
         v = compare_outputs(self.ctx.model.outputs, self.expected, actual, opts.rtol, opts.atol, other=self.other)
@@ -210,13 +210,6 @@ class _Oracle:
 def host_vm(mod, ctx):
     """A VM for `mod` on the CPU (GPU-scheduled modules through CPU emulation)."""
     return relax.VirtualMachine(ctx.spec.host_build(mod, ctx.target), tvm.cpu())
-
-
-def run_on_host(mod, ctx, inputs) -> list[np.ndarray]:
-    vm = host_vm(mod, ctx)
-    out = vm["main"](*[tvm.runtime.tensor(inputs[s.name]) for s in ctx.model.inputs])
-    out = list(out) if type(out).__name__ in ("Array", "Tuple", "list", "tuple") else [out]
-    return [o.numpy() for o in out]
 
 
 def _relist(mod, base, base_kernels: tuple[KernelCall, ...]) -> tuple[KernelCall, ...]:

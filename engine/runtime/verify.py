@@ -272,6 +272,13 @@ def output_counts(mod) -> dict[str, int]:
     return counts
 
 
+def output_arrays(value) -> list[np.ndarray]:
+    """A VM's `main` result (one tensor, or a tuple of them) as numpy arrays."""
+    if isinstance(value, (list, tuple)) or type(value).__name__ in ("Array", "Tuple"):
+        return [v.numpy() for v in value]
+    return [value.numpy()]
+
+
 def capture_kernel_outputs(vm, run, kernel_names: set[str],
                            outputs: dict[str, int] | None = None) -> list[tuple[str, np.ndarray]]:
     """Run once, keeping a copy of each kernel call's outputs (its last `outputs[name]`
