@@ -69,6 +69,16 @@ def test_vertical_decision_compiles_verifies_and_saves_a_launch(fire):
     assert out.fused_ms > 0 and len(out.members_ms) == 2
 
 
-def test_cuda_gets_no_vertical_proposals():
-    plan = Session("fire_module").propose("cuda").plan
-    assert not [d for d in plan.decisions if d.kind is DecisionKind.VERTICAL_BLOCK]
+def test_cuda_vertical_pair_compiles_and_verifies_in_emulation():
+    """fire_module for cuda: squeeze1x1 -> expand1x1 is one-to-one over blockIdx; fused, the
+    pair is one launch (producer tile, barrier, consumer tiles) that nvcc compiles and the
+    CPU emulation verifies against onnxruntime."""
+    session = Session("fire_module")
+    plan = session.propose("cuda").plan
+    (d,) = [d for d in plan.decisions if d.kind is DecisionKind.VERTICAL_BLOCK]
+    assert [m.labels[0] for m in d.members] == ["squeeze1x1/conv", "expand1x1/conv"]
+    result = session.compile(CompileOptions(target="cuda", plan=plan.with_approval(d.id), runs=3))
+    assert result.verification.passed and result.ran_on == "host emulation"
+    out = {o.id: o for o in result.fusion.decisions}[d.id]
+    assert out.result is DecisionResult.APPLIED and out.fused_kernel == f"vfused_{d.id}"
+    assert (result.fusion.launches_before, result.fusion.launches_after) == (4, 3)

@@ -155,7 +155,7 @@ def _fuse(mod, d: FusionDecision, members, ctx, layout):
     funcs = [c.args[0].name_hint for c in calls]
     codegen = ctx.spec.fusion
     if d.kind is DecisionKind.VERTICAL_BLOCK:
-        prim = codegen.vertical(mod[funcs[0]], mod[funcs[1]], funcs, d.evidence.link)
+        prim = codegen.vertical(mod[funcs[0]], mod[funcs[1]], funcs, d.evidence.link, ctx.target)
         name = f"vfused_{d.id}"
     else:
         prim = codegen.fuse([mod[f] for f in funcs], funcs, ctx.target, layout)

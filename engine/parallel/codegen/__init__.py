@@ -14,7 +14,7 @@ import tvm
 from tvm import tirx
 
 from engine.errors import CompileError
-from engine.parallel.codegen import cpu, gpu
+from engine.parallel.codegen import cpu, gpu, gpu_vertical
 from engine.schedule.cpu.common import num_cores
 
 
@@ -27,8 +27,8 @@ class FusionCodegen:
     # else a co-tuned one (engine.tuning.cotune)
     fuse: Callable[[list, list, tvm.target.Target, object], tirx.PrimFunc]
     default_layout: Callable[[tvm.target.Target], object] = lambda target: None
-    # (producer, consumer, names, plan.BlockLink) -> fused PrimFunc; None: not for this target
-    fuse_vertical: Callable[[tirx.PrimFunc, tirx.PrimFunc, list, object], tirx.PrimFunc] | None = None
+    # (producer, consumer, names, plan.BlockLink, target) -> fused PrimFunc; None: not for this target
+    fuse_vertical: Callable[[tirx.PrimFunc, tirx.PrimFunc, list, object, object], tirx.PrimFunc] | None = None
     # (PrimFunc, name) -> why it cannot be a vertical member ("" when it can)
     vertical_member: Callable[[tirx.PrimFunc, str], str] = lambda func, name: "no block-level vertical fusion"
 
@@ -36,10 +36,10 @@ class FusionCodegen:
     def fuses_vertically(self) -> bool:
         return self.fuse_vertical is not None
 
-    def vertical(self, producer, consumer, names, link) -> tirx.PrimFunc:
+    def vertical(self, producer, consumer, names, link, target=None) -> tirx.PrimFunc:
         if self.fuse_vertical is None:
             raise CompileError(f"block-level vertical fusion is not implemented for {self.target}")
-        return self.fuse_vertical(producer, consumer, names, link)
+        return self.fuse_vertical(producer, consumer, names, link, target)
 
 
 def _cpu_default_layout(target) -> cpu.CpuLayout:
@@ -52,14 +52,25 @@ def _fuse_cpu(funcs, names, target, layout=None):
     return cpu.fuse_cpu(funcs, names, layout or _cpu_default_layout(target))
 
 
+def _gpu_limits(target) -> dict:
+    attrs = target.attrs if target is not None else {}
+    return {"max_shared_bytes": int(attrs.get("max_shared_memory_per_block", 49152)),
+            "max_threads": int(attrs.get("max_num_threads", 1024))}
+
+
 def _fuse_gpu(funcs, names, target, layout=None):
     if layout is not None:
         raise CompileError("co-tuned layouts of fused kernels are not implemented for cuda")
-    attrs = target.attrs if target is not None else {}
-    return gpu.fuse_gpu(funcs, names, max_shared_bytes=int(attrs.get("max_shared_memory_per_block", 49152)),
-                        max_threads=int(attrs.get("max_num_threads", 1024)))
+    return gpu.fuse_gpu(funcs, names, **_gpu_limits(target))
+
+
+def _vertical_gpu(producer, consumer, names, link, target=None):
+    return gpu_vertical.fuse_vertical_gpu(producer, consumer, names, link, **_gpu_limits(target))
 
 
 CPU_CODEGEN = FusionCodegen("llvm", "parallel chunks", cpu.cpu_member, _fuse_cpu, _cpu_default_layout,
-                            cpu.fuse_vertical_cpu, cpu.vertical_member_reason)
-GPU_CODEGEN = FusionCodegen("cuda", "thread blocks", gpu.gpu_member, _fuse_gpu)
+                            lambda p, c, names, link, target=None: cpu.fuse_vertical_cpu(p, c, names, link),
+                            cpu.vertical_member_reason)
+GPU_CODEGEN = FusionCodegen("cuda", "thread blocks", gpu.gpu_member, _fuse_gpu,
+                            fuse_vertical=_vertical_gpu,
+                            vertical_member=gpu_vertical.vertical_member_reason)

@@ -44,6 +44,7 @@ class GpuStage:
     threads: int  # threads per block (product of the outermost thread chain)
     thread_config: tuple[tuple[str, int], ...]  # the outermost chain's (tag, extent)
     cross_thread_reduction: bool
+    block_tags: tuple[str, ...] = ()  # the blockIdx tag of each of block_loops
 
     @property
     def blocks(self) -> int:
@@ -96,9 +97,10 @@ def _has_cross_thread_reduction(stmt) -> bool:
 
 
 def _stage(stmt, name: str) -> GpuStage:
-    loops = []
+    loops, tags = [], []
     while isinstance(stmt, tirx.For) and _tag(stmt).startswith("blockIdx."):
         loops.append((stmt.loop_var, _const(stmt.extent)))
+        tags.append(_tag(stmt))
         stmt = stmt.body
     if not loops:
         raise FusionUnsupported(f"{name}: a top-level statement without blockIdx loops")
@@ -111,7 +113,7 @@ def _stage(stmt, name: str) -> GpuStage:
         raise FusionUnsupported(f"{name}: no threadIdx loops")
     config = tuple((_tag(l), _const(l.extent)) for l in chains[0])
     return GpuStage(tuple(loops), stmt, math.prod(e for _, e in config), config,
-                    _has_cross_thread_reduction(stmt))
+                    _has_cross_thread_reduction(stmt), tuple(tags))
 
 
 def shared_bytes(func: tirx.PrimFunc) -> int:
@@ -121,7 +123,8 @@ def shared_bytes(func: tirx.PrimFunc) -> int:
     from tvm.s_tir import SBlock, transform as st
 
     mod = tvm.IRModule({"main": func})
-    mod = st.PlanAndUpdateBufferAllocationLocation()(mod)
+    # the order of TVM's own lowering: CompactBufferAllocation refuses blocks with init
+    mod = st.PlanAndUpdateBufferAllocationLocation()(st.LowerInitBlock()(mod))
     mod = st.CompactBufferAllocation()(st.ConvertBlocksToOpaque()(mod))
     total = [0]
 

@@ -1,0 +1,132 @@
+"""Block-level vertical fusion for CUDA (BlockDepend): a producer and a consumer kernel whose
+block map is one-to-one run as one launch.
+
+Grid: one `blockIdx.x` loop over the producer's blocks. Block b runs producer block b, a
+block barrier (`__syncthreads`, which also makes the block's global writes visible to its
+own threads), then the consumer blocks that read only producer block b (`link`, a
+plan.BlockLink: b*r + k or b + k*P), with a barrier after each when there are several
+(their shared-memory tiles are reused). A member's block index is linearised as the block
+map numbers blocks (engine.blockdeps: blockIdx.z slowest, blockIdx.x fastest).
+
+Threads: both members get T = max(threads) threads; a member with fewer has its thread
+chains flattened to threadIdx.x and predicated (as in horizontal fusion), so barriers stay
+outside predicates. A member with a cross-thread reduction must already have T threads.
+
+The intermediate stays in global memory: another reader may need it, and the consumer's
+tile is read after the barrier from L1/L2 rather than DRAM. Shared memory per block is the
+sum of both members' (checked against the target's limit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import tvm_ffi
+from tvm import tirx
+
+from engine.parallel.codegen.gpu import GpuMember, GpuStage, _flatten_threads, gpu_member
+from engine.parallel.plan import LinkPattern
+from engine.parallel.tir_util import FusionUnsupported, fresh_copy, fused_func, substitute
+
+_TAG_ORDER = {"blockIdx.z": 0, "blockIdx.y": 1, "blockIdx.x": 2}  # slowest first, as engine.blockdeps
+
+
+def barrier() -> tirx.Stmt:
+    """`__syncthreads()`: every thread of the block arrives; its memory writes are visible."""
+    return tirx.Evaluate(tirx.op.tvm_storage_sync("shared"))
+
+
+def _one_stage(m: GpuMember, name: str) -> GpuStage:
+    if len(m.stages) != 1:
+        raise FusionUnsupported(f"{name}: block-level vertical fusion needs one grid (found {len(m.stages)})")
+    return m.stages[0]
+
+
+def vertical_member_reason(func: tirx.PrimFunc, name: str) -> str:
+    """Why `func` cannot be a member of a CUDA block-level vertical fusion ("" when it can)."""
+    try:
+        _one_stage(gpu_member(func, name), name)
+    except FusionUnsupported as err:
+        return str(err)
+    return ""
+
+
+def _at_block(st: GpuStage, index) -> tirx.Stmt:
+    """The stage's per-block body with its blockIdx loop vars bound to linear block `index`."""
+    order = sorted(range(len(st.block_loops)), key=lambda i: _TAG_ORDER.get(st.block_tags[i], 3)
+                   if st.block_tags else i)
+    mapping, stride = {}, 1
+    for pos, i in enumerate(reversed(order)):  # fastest dimension first
+        var, ext = st.block_loops[i]
+        idx = index // tirx.const(stride, "int64") if stride > 1 else index
+        if pos < len(order) - 1:
+            idx = idx % tirx.const(ext, "int64")
+        mapping[var.__chandle__()] = idx if str(var.ty) == "int64" else tirx.Cast(str(var.ty), idx)
+        stride *= ext
+    return substitute(st.inner, mapping)
+
+
+def _threaded(st: GpuStage, name: str, total: int, uniform: bool) -> GpuStage:
+    if uniform:
+        return st
+    if st.cross_thread_reduction and (st.threads != total or len(st.thread_config) > 1):
+        raise FusionUnsupported(f"{name}: cross-thread reduction over {st.threads} threads cannot be "
+                                f"re-threaded to the fused kernel's {total}")
+    return replace(st, inner=_flatten_threads(st.inner, total), threads=total,
+                   thread_config=(("threadIdx.x", total),))
+
+
+def fuse_vertical_gpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str], link,
+                      max_shared_bytes: int = 48 * 1024, max_threads: int = 1024) -> tirx.PrimFunc:
+    """One kernel: block b runs producer block b, a barrier, then its consumer blocks (see the
+    module doc). Takes the producer's inputs, the consumer's other inputs, then writes both
+    outputs (the producer's may have other readers)."""
+    p = gpu_member(fresh_copy(producer), names[0])
+    c = gpu_member(fresh_copy(consumer), names[1])
+    ps, cs = _one_stage(p, names[0]), _one_stage(c, names[1])
+    if (ps.blocks, cs.blocks) != (link.producer_blocks, link.consumer_blocks):
+        raise FusionUnsupported(f"block counts {ps.blocks}/{cs.blocks} differ from the plan's "
+                                f"{link.producer_blocks}/{link.consumer_blocks}: the kernels changed")
+    if cs.blocks != ps.blocks * link.per_producer:
+        raise FusionUnsupported("consumer blocks are not producer blocks x per-producer")
+    inter = c.parts.inputs[link.consumer_param]
+    if not tvm_ffi.structural_equal(inter.ty, p.parts.output.ty):
+        raise FusionUnsupported(f"{names[1]} reads the producer's output with another shape (a view)")
+    shared = p.shared_bytes + c.shared_bytes
+    if shared > max_shared_bytes:
+        raise FusionUnsupported(f"shared memory of the pair adds up to {shared} bytes, over the "
+                                f"{max_shared_bytes}-byte limit per block")
+    total = max(ps.threads, cs.threads)
+    if total > max_threads:
+        raise FusionUnsupported(f"more than {max_threads} threads per block")
+    uniform = ps.thread_config == cs.thread_config
+    ps, cs = _threaded(ps, names[0], total, uniform), _threaded(cs, names[1], total, uniform)
+    cs = replace(cs, inner=substitute(cs.inner, {inter.__chandle__(): p.parts.output}))
+    c_parts = replace(c.parts, inputs=tuple(x for i, x in enumerate(c.parts.inputs) if i != link.consumer_param))
+
+    i64 = lambda v: tirx.const(v, "int64")
+    b = tirx.Var("fused_b", "int64")
+    if link.per_producer == 1:
+        tail = _at_block(cs, b)
+    else:
+        k = tirx.Var("fused_k", "int64")
+        index = (b * i64(link.per_producer) + k if link.pattern is LinkPattern.CONTIGUOUS
+                 else b + k * i64(ps.blocks))
+        tail = tirx.For(k, i64(0), i64(link.per_producer), tirx.ForKind.SERIAL,
+                        tirx.SeqStmt([_at_block(cs, index), barrier()]))
+    iv = tirx.IterVar(None, b, tirx.IterVar.ThreadIndex, "blockIdx.x")
+    grid = tirx.For(b, i64(0), i64(ps.blocks), tirx.ForKind.THREAD_BINDING,
+                    tirx.SeqStmt([_at_block(ps, b), barrier(), tail]), iv)
+    return fused_func([p.parts, c_parts], grid, producer)
+
+
+def fused_threads(producer: tirx.PrimFunc, consumer: tirx.PrimFunc) -> tuple[int, float]:
+    """(threads per block of the fused pair, fraction of thread slots idle) for evidence."""
+    p, c = (_one_stage(gpu_member(f, "member"), "member") for f in (producer, consumer))
+    total = max(p.threads, c.threads)
+    busy = p.blocks * p.threads + c.blocks * c.threads
+    slots = (p.blocks + c.blocks) * total
+    return total, round(1 - busy / slots, 4) if slots else 0.0
+
+
+__all__ = ["barrier", "fuse_vertical_gpu", "fused_threads", "vertical_member_reason"]
