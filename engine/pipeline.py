@@ -26,6 +26,7 @@ from engine.model import Model
 from engine.opgraph import OperatorGraph
 from engine.parallel.apply import PlanOutcome, apply_plan
 from engine.relax_import import import_relax, propagate_owners
+from engine.resources import KernelResources
 from engine.runtime.measure import KernelTime, Latency, onnxruntime_session, profile_kernels, time_runs
 from engine.runtime.verify import (Verification, compare_kernels, compare_outputs, locate_mismatch,
                                    output_arrays, special_value_ops)
@@ -60,6 +61,7 @@ class CompileContext:
     tuning: object = None  # schedule: engine.tuning.hook.TuneOutcome when tuning ran
     fusion: PlanOutcome | None = None  # apply plan
     executable: object = None  # build
+    kernel_resources: tuple[KernelResources, ...] = ()  # build: the target's codegen check
     ran_on: str = ""  # verify: the device kind ("cpu", "cuda") or "host emulation"
     run: DeviceRun | None = None  # verify
     verification: Verification | None = None  # verify
@@ -93,6 +95,7 @@ class CompileResult:
     fusion: PlanOutcome | None = None  # what the apply-plan stage did with each decision
     tuning: object = None  # engine.tuning.tuner.TuneReport when kernels were tuned
     cotuned: tuple = ()  # engine.tuning.cotune_plan.CotuneRecord per co-tuned decision
+    kernel_resources: tuple[KernelResources, ...] = ()  # per compiled kernel (cuda: from ptxas)
     executable: object = field(repr=False, default=None)
     module: tvm.IRModule | None = field(repr=False, default=None)
 
@@ -140,7 +143,8 @@ def compile_model(model: Model, graph: OperatorGraph, options: CompileOptions,
         kernels=ctx.kernels, kernel_times=ctx.kernel_times, latency=ctx.latency,
         onnxruntime_latency=ctx.ort_latency, verification=ctx.verification, ran_on=ctx.ran_on,
         notes=tuple(ctx.notes), fusion=ctx.fusion, tuning=tuning.report if tuning else None,
-        cotuned=tuning.cotuned if tuning else (), executable=ctx.executable, module=ctx.mod)
+        cotuned=tuning.cotuned if tuning else (), kernel_resources=ctx.kernel_resources,
+        executable=ctx.executable, module=ctx.mod)
 
 
 def _skip_reason(stage: Stage, options: CompileOptions) -> str:
@@ -218,12 +222,14 @@ def _apply_plan(ctx: CompileContext) -> str:
 
 
 def _build(ctx: CompileContext) -> str:
-    """Fills executable."""
+    """Fills executable, kernel_resources (when the target checks its generated code)."""
     ctx.executable = tvm.compile(ctx.mod, target=ctx.target)
     check = ctx.spec.check_codegen(ctx.executable, ctx.target)
-    if check:
-        ctx.notes.append(check)
-    return check or str(ctx.target.kind.name)
+    if check is None:
+        return str(ctx.target.kind.name)
+    ctx.kernel_resources = check.kernels
+    ctx.notes.extend(check.notes())
+    return check.note
 
 
 def _verify(ctx: CompileContext) -> str:

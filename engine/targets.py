@@ -15,8 +15,10 @@ from typing import Callable
 import tvm
 
 from engine.errors import CompileError
+from engine.gpu_devices import GPU_DEVICES
 from engine.parallel.codegen import CPU_CODEGEN, GPU_CODEGEN, FusionCodegen
 from engine.parallel.gain import CostModel, cpu_cost_model, gpu_cost_model
+from engine.resources import CodegenCheck
 from engine.schedule.cpu import rules as cpu_rules
 from engine.schedule import gpu as gpu_schedule
 
@@ -37,7 +39,8 @@ class TargetSpec:
     # the llvm build itself, or GPU kernels with thread bindings turned into loops.
     host_build: Callable[[tvm.IRModule, tvm.target.Target], object]
     host_emulation: bool  # verify through host_build when the device is absent
-    codegen_check: Callable[[object, tvm.target.Target], str] | None = None  # (executable, target) -> note
+    # (executable, target) -> a note and, where the toolchain reports them, kernel resources
+    codegen_check: Callable[[object, tvm.target.Target], CodegenCheck] | None = None
     times_fusion: bool = False  # the applier times unfused and fused builds on the device
     cotunes: bool = False  # co-tuning of fused groups (engine.tuning.cotune) supports it
     arch_help: str = ""
@@ -65,8 +68,8 @@ class TargetSpec:
         func = self.kernel_scheduler(wmod["main"], target)
         return tvm.IRModule({"main": func}) if func is not None else None
 
-    def check_codegen(self, executable, target: tvm.target.Target) -> str:
-        return self.codegen_check(executable, target) if self.codegen_check else ""
+    def check_codegen(self, executable, target: tvm.target.Target) -> CodegenCheck | None:
+        return self.codegen_check(executable, target) if self.codegen_check else None
 
 
 def _llvm(arch: str | None) -> tvm.target.Target:
@@ -80,7 +83,8 @@ def _llvm(arch: str | None) -> tvm.target.Target:
 
 
 # CUDA tags set sm version, shared memory and thread limits; --arch picks a tag or an sm.
-_CUDA_TAGS = {"sm_90": "nvidia/nvidia-h100", "sm_80": "nvidia/nvidia-a100", "sm_86": "nvidia/geforce-rtx-3090"}
+# The tags are those of the device table's rows (engine.gpu_devices: SMs, limits, peaks).
+_CUDA_TAGS = {d.arch: d.tvm_tag for d in GPU_DEVICES if d.tvm_tag}
 
 
 def _cuda(arch: str | None) -> tvm.target.Target:

@@ -2,13 +2,15 @@
 
 Cost model per target: a fixed cost per launch (CPU: one kernel call plus a thread-pool
 wake-up per parallel stage; GPU: a kernel launch) and work spread over the chunks a
-kernel offers: a kernel with c chunks keeps min(c, cores) cores busy.
+kernel offers: a kernel with c chunks keeps min(c, cores) cores busy. The GPU model's SM
+count and rates come from the device table (engine.gpu_devices) for the target's arch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.gpu_devices import device_for_arch
 from engine.parallel.plan import Gain
 
 
@@ -16,7 +18,9 @@ from engine.parallel.plan import Gain
 class CostModel:
     cores: int  # CPU cores or GPU SMs
     launch_us: float
-    flops_per_us_per_core: float
+    flops_per_us_per_core: float  # the rate estimates assume per busy core, not a peak
+    bytes_per_us: float = 0.0  # peak DRAM bandwidth (GPU; 0: not modelled)
+    device: str = ""  # what the numbers describe
 
 
 def cpu_cost_model(target) -> CostModel:
@@ -26,9 +30,26 @@ def cpu_cost_model(target) -> CostModel:
     return CostModel(cores=max(num_cores(target), 1), launch_us=4.0, flops_per_us_per_core=20_000.0)
 
 
+# Untuned (dlight) kernels reach a fraction of the FP32 peak; 0.1 is what the former fixed
+# rate implied on H100 SXM (50,000 flop/us per SM x 132 SMs = 6.6 TFLOP/s of 67), an
+# assumption of the model, not a measurement.
+_GPU_PEAK_FRACTION = 0.1
+
+
 def gpu_cost_model(target) -> CostModel:
-    """An SM per thread block (132: H100 SXM; the tags carry no SM count)."""
-    return CostModel(cores=132, launch_us=3.0, flops_per_us_per_core=50_000.0)
+    """An SM per thread block, the numbers of the device row of the target's arch
+    (engine.gpu_devices; an arch not in the table gets its conservative default):
+
+    - cores: the device's SM count (H100 SXM 132, A100 108, RTX 3090 82);
+    - flops_per_us_per_core: FP32 peak / SMs x `_GPU_PEAK_FRACTION` (flop per us per SM
+      that an untuned kernel is assumed to sustain);
+    - bytes_per_us: peak DRAM bandwidth (GB/s x 1000);
+    - launch_us: 3 us per kernel launch (a model constant, not from the table).
+    """
+    device = device_for_arch(str(target.arch))
+    peak_per_sm = device.fp32_tflops * 1e6 / device.sms  # TFLOP/s = 1e6 flop/us
+    return CostModel(cores=device.sms, launch_us=3.0, flops_per_us_per_core=peak_per_sm * _GPU_PEAK_FRACTION,
+                     bytes_per_us=device.dram_gbps * 1e3, device=device.name)
 
 
 def estimate_gain(model: CostModel, flops: list[int], chunks: list[int], stages: list[int]) -> Gain:

@@ -15,7 +15,8 @@ code generator returns a source-only fallback module (kind "cuda"), ``export_lib
 embeds that source, and the loader on a CUDA machine compiles it through
 ``tvm_callback_cuda_compile`` (NVRTC unless ``TVM_CUDA_COMPILE_MODE=nvcc``; NVRTC needs the
 ``cuda-bindings`` package, which the venv lacks). ``nvcc_compile`` checks the generated
-source here with the local nvcc.
+source here with the local nvcc, and ``check_with_nvcc`` reports each kernel's ptxas
+resources (engine.schedule.gpu_ptxas).
 
 The schedules are block-level TIR (``T.sblock`` with ``T.thread_binding`` loops, shared/local
 ``sblock_alloc_buffer``): ``engine.runtime.emulation.emulate_on_cpu`` turns them into llvm-legal
@@ -24,8 +25,6 @@ PrimFuncs that compute the same thing on the CPU, so they can be checked without
 
 from __future__ import annotations
 
-import re
-
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -33,6 +32,9 @@ from tvm.s_tir import dlight as dl
 from tvm.target import Target
 
 from engine.errors import CompileError
+from engine.gpu_devices import device_for_arch
+from engine.resources import CodegenCheck
+from engine.schedule.gpu_ptxas import compile_cubin, kernel_resources_of, launch_bounds
 
 __all__ = [
     "OP_PATTERN_OPAQUE",
@@ -43,6 +45,7 @@ __all__ = [
     "cuda_module",
     "cuda_source",
     "nvcc_compile",
+    "check_with_nvcc",
 ]
 
 # relay/relax OpPatternKind::kOpaque. AnnotateTIROpPattern keeps a nonzero op_pattern and
@@ -144,14 +147,21 @@ def nvcc_compile(source: str, target: Target, fmt: str = "cubin") -> bytes:
         return bytes(nvcc.compile_cuda(source, target_format=fmt, compiler="nvcc"))
 
 
-def check_with_nvcc(executable, target: Target) -> str:
+def check_with_nvcc(executable, target: Target) -> CodegenCheck:
     """Compile the generated CUDA with nvcc (no GPU needed): proves the code is valid for
-    the target's arch even where TVM keeps it as source for NVRTC at load time."""
+    the target's arch even where TVM keeps it as source for NVRTC at load time, and reports
+    each kernel's registers, shared memory, spills and theoretical occupancy on the arch's
+    device (engine.gpu_devices) as ptxas allocated them."""
     import shutil
 
     if shutil.which("nvcc") is None:
-        return "nvcc not found: CUDA source not compiled here"
+        return CodegenCheck("nvcc not found: CUDA source not compiled here")
+    arch = str(target.arch)
+    device = device_for_arch(arch)
     source = cuda_source(executable)
-    cubin = nvcc_compile(source, target)
-    kernels = len(set(re.findall(r"__global__\s+void\s+(?:__launch_bounds__\(\d+\)\s+)?(\w+)", source)))
-    return f"nvcc compiled {kernels} CUDA kernels for {target.arch} ({len(cubin) // 1024} KiB cubin)"
+    cubin, report = compile_cubin(source, arch)
+    kernels = kernel_resources_of(source, report, device)
+    on = (f"occupancy on {device.name} ({device.sms} SMs)" if device.known else
+          f"{arch} not in the device table: occupancy on conservative limits, the smallest of each known GPU's")
+    return CodegenCheck(f"nvcc compiled {len(launch_bounds(source))} CUDA kernels for {arch} "
+                        f"({len(cubin) // 1024} KiB cubin); ptxas resources, {on}", kernels)

@@ -1,5 +1,6 @@
 """The compile report: a CompileResult as report.json data and as the lines `workbench
-compile` prints (stages, verification, launches, latency, notes, fusion, kernel times)."""
+compile` prints (stages, verification, launches, latency, notes, fusion, kernel resources,
+kernel times)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from workbench.present.fusion import fusion_json, fusion_lines
 
 if TYPE_CHECKING:
     from engine.pipeline import CompileResult
+    from engine.resources import KernelResources
 
 REPORT_NAME = "report.json"
 
@@ -55,6 +57,9 @@ def report_json(result: CompileResult, graph: OperatorGraph, plan: FusionPlan | 
         data["fusion"] = fusion_json(result.fusion, plan)
     if result.cotuned:
         data["cotuning"] = [r.to_json() for r in result.cotuned]
+    if result.kernel_resources:
+        data["kernel_resources"] = {"source": "ptxas -v", "occupancy": "theoretical",
+                                    "kernels": [k.to_json() for k in result.kernel_resources]}
     return data
 
 
@@ -77,11 +82,30 @@ def report_lines(result: CompileResult, plan: FusionPlan | None = None) -> list[
     lines += [f"note         {note}" for note in result.notes]
     if result.fusion is not None and plan is not None:
         lines += fusion_lines(result.fusion, plan)
+    if result.kernel_resources:
+        lines += [""] + resource_lines(result.kernel_resources)
     if result.kernel_times:
         lines += ["", f"{'kernel':<48} {'calls':>5} {'total ms':>9} {'mean':>8} {'median':>8} {'min':>8} "
                       f"{'max':>8} {'share':>6}"]
         lines += [f"{t.name[:48]:<48} {t.calls:>5} {t.total_ms:>9.3f} {t.mean_ms:>8.3f} {t.median_ms:>8.3f} "
                   f"{t.min_ms:>8.3f} {t.max_ms:>8.3f} {t.share * 100:>5.1f}%" for t in result.kernel_times]
+    return lines
+
+
+def resource_lines(kernels: tuple[KernelResources, ...]) -> list[str]:
+    """Per kernel: registers per thread, static shared memory, spills (bytes per thread,
+    stores/loads, flagged with !) and theoretical occupancy with what limits it."""
+    width = max([len(k.kernel) for k in kernels] + [6])
+    lines = ["resources    from ptxas; occupancy theoretical (resident warps / max per SM)",
+             f"{'kernel':<{width}} {'regs':>5} {'smem B':>7} {'spills B st/ld':>15} {'threads':>7} "
+             f"{'occupancy':>9}  limiter"]
+    for k in kernels:
+        spills = f"{k.spill_stores}/{k.spill_loads}" + (" !" if k.spills else "  ")
+        occupancy = f"{k.occupancy:.0%}" if k.occupancy is not None else "-"
+        threads = k.threads_per_block if k.threads_per_block is not None else "-"
+        limiter = k.limiter.value if k.limiter is not None else "-"
+        lines.append(f"{k.kernel:<{width}} {k.registers:>5} {k.shared_bytes:>7} {spills:>15} {threads:>7} "
+                     f"{occupancy:>9}  {limiter}")
     return lines
 
 
