@@ -14,7 +14,7 @@ import tvm
 from tvm import tirx
 
 from engine.errors import CompileError
-from engine.parallel.codegen import cpu, gpu, gpu_vertical
+from engine.parallel.codegen import cpu, gpu, gpu_horizontal, gpu_vertical
 from engine.schedule.cpu.common import num_cores
 
 
@@ -59,9 +59,7 @@ def _gpu_limits(target) -> dict:
 
 
 def _fuse_gpu(funcs, names, target, layout=None):
-    if layout is not None:
-        raise CompileError("co-tuned layouts of fused kernels are not implemented for cuda")
-    return gpu.fuse_gpu(funcs, names, **_gpu_limits(target))
+    return gpu_horizontal.fuse_gpu(funcs, names, layout or gpu_horizontal.GpuLayout(), **_gpu_limits(target))
 
 
 def _vertical_gpu(producer, consumer, names, link, target=None):

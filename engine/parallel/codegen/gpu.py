@@ -1,16 +1,8 @@
-"""Horizontal fusion for CUDA: several dlight-scheduled PrimFuncs -> one kernel per phase.
-
-Grid: member i's blockIdx loops (a perfect nest at the top of a stage, blockIdx.y/x...)
-are flattened into the range [o_i, o_i + B_i) of one `blockIdx.x` loop of extent sum B_i,
-dispatched by `if tvm_thread_invariant(b < o_{i+1})` (thread-invariant, so barriers
-inside a member stay legal). Threads: when members differ, every chain of thread-bound
-loops (threadIdx.y -> threadIdx.x ...) becomes one `threadIdx.x` loop of extent
-T = max member threads, the old indices are recovered by div/mod and every block under
-it gets the predicate `t < n_chain` (blocks are leaves: barriers, inserted between loops,
-stay outside the predicates and every thread reaches them). Shared memory: members'
-allocations are summed (checked against the target's limit). A member with a
-cross-thread reduction keeps its thread loops, so it must already have T threads.
-Members with several top-level kernels (stages) take the last phases, as on the CPU.
+"""CUDA kernels taken apart for fusion: a dlight-scheduled PrimFunc as stages of blockIdx
+grids (`gpu_member`), its threads per block, shared memory per block and whether its
+threads are independent (`GpuStage.reblockable`), plus the thread re-mapping both fusions
+use (`flatten_threads`). Horizontal fusion: gpu_horizontal.py; block-level vertical:
+gpu_vertical.py.
 """
 
 from __future__ import annotations
@@ -18,11 +10,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tvm import tirx
+from tvm import ir, tirx
+from tvm.tirx.buffer import is_buffer_var
 from tvm.s_tir import SBlockRealize
 
-from engine.parallel.tir_util import (FusionUnsupported, RootParts, dispatch, fresh_copy,
-                                      fused_func, root_parts, substitute, walk)
+from engine.parallel.tir_util import FusionUnsupported, RootParts, root_parts, substitute, walk
 import tvm_ffi
 
 
@@ -45,6 +37,14 @@ class GpuStage:
     thread_config: tuple[tuple[str, int], ...]  # the outermost chain's (tag, extent)
     cross_thread_reduction: bool
     block_tags: tuple[str, ...] = ()  # the blockIdx tag of each of block_loops
+    # every thread works alone (one thread chain right under the grid, no shared memory, no
+    # cross-thread reduction): its (block, thread) pairs can be regrouped into blocks of any size
+    independent: bool = False
+    busy: int = 0  # threads that have work, when fewer than `threads` (a predicated member)
+
+    @property
+    def busy_threads(self) -> int:
+        return self.busy or self.threads
 
     @property
     def blocks(self) -> int:
@@ -112,8 +112,22 @@ def _stage(stmt, name: str) -> GpuStage:
     if not chains:
         raise FusionUnsupported(f"{name}: no threadIdx loops")
     config = tuple((_tag(l), _const(l.extent)) for l in chains[0])
-    return GpuStage(tuple(loops), stmt, math.prod(e for _, e in config), config,
-                    _has_cross_thread_reduction(stmt), tuple(tags))
+    reduction = _has_cross_thread_reduction(stmt)
+    independent = (len(chains) == 1 and stmt.same_as(chains[0][0]) and not reduction
+                   and not _uses_shared(stmt))
+    return GpuStage(tuple(loops), stmt, math.prod(e for _, e in config), config, reduction, tuple(tags),
+                    independent)
+
+
+def _uses_shared(stmt) -> bool:
+    found = [False]
+
+    def on_var(var):
+        if is_buffer_var(var) and str(var.scope()).startswith("shared"):
+            found[0] = True
+
+    walk(stmt, ir.Var, on_var)
+    return found[0]
 
 
 def shared_bytes(func: tirx.PrimFunc) -> int:
@@ -143,7 +157,7 @@ def gpu_member(func: tirx.PrimFunc, name: str) -> GpuMember:
     return GpuMember(parts, tuple(_stage(s, name) for s in stmts), shared_bytes(func))
 
 
-def _and_predicate(stmt, cond):
+def and_predicate(stmt, cond):
     def on_realize(r):
         pred = cond if (isinstance(r.predicate, tirx.IntImm) and r.predicate.value) \
             else tirx.And(r.predicate, cond)
@@ -152,7 +166,7 @@ def _and_predicate(stmt, cond):
     return tvm_ffi.structural_map(stmt, (SBlockRealize, on_realize))
 
 
-def _flatten_threads(stmt, total: int):
+def flatten_threads(stmt, total: int):
     """Every threadIdx chain -> one threadIdx.x loop of `total` threads (see module doc)."""
 
     def on_for(loop):
@@ -172,57 +186,9 @@ def _flatten_threads(stmt, total: int):
             stride *= e
         body = substitute(chain[-1].body, mapping)
         if stride < total:
-            body = _and_predicate(body, t < tirx.const(stride, t.ty))
+            body = and_predicate(body, t < tirx.const(stride, t.ty))
         iv = tirx.IterVar(None, t, tirx.IterVar.ThreadIndex, "threadIdx.x")
         return tirx.For(t, tirx.const(0, t.ty), tirx.const(total, t.ty), tirx.ForKind.THREAD_BINDING,
                         body, iv, chain[-1].annotations)
 
     return tvm_ffi.structural_map(stmt, (tirx.For, on_for), order="pre")
-
-
-def _phase(active: list[GpuStage], names: list[str], bv: tirx.Var) -> tirx.Stmt:
-    configs = {s.thread_config for s in active}
-    total = max(s.threads for s in active)
-    ranges, bodies, start = [], [], 0
-    for st, name in zip(active, names):
-        body = st.inner
-        if len(configs) > 1:
-            if st.cross_thread_reduction and (st.threads != total or len(st.thread_config) > 1):
-                raise FusionUnsupported(
-                    f"{name}: cross-thread reduction over {st.threads} threads cannot be re-threaded "
-                    f"to the fused kernel's {total}")
-            body = _flatten_threads(body, total)
-        local = bv - tirx.const(start, "int64")
-        mapping, stride = {}, 1
-        for var, ext in reversed(st.block_loops):
-            idx = local // tirx.const(stride, "int64") if stride > 1 else local
-            if var is not st.block_loops[0][0]:
-                idx = idx % tirx.const(ext, "int64")
-            mapping[var.__chandle__()] = idx if str(var.ty) == "int64" else tirx.Cast(str(var.ty), idx)
-            stride *= ext
-        bodies.append(substitute(body, mapping))
-        ranges.append((start, start + st.blocks))
-        start += st.blocks
-    iv = tirx.IterVar(None, bv, tirx.IterVar.ThreadIndex, "blockIdx.x")
-    return tirx.For(bv, tirx.const(0, "int64"), tirx.const(start, "int64"), tirx.ForKind.THREAD_BINDING,
-                    dispatch(bv, ranges, bodies, wrap=tirx.op.tvm_thread_invariant), iv)
-
-
-def fuse_gpu(funcs: list[tirx.PrimFunc], names: list[str], max_shared_bytes: int = 48 * 1024,
-             max_threads: int = 1024) -> tirx.PrimFunc:
-    members = [gpu_member(fresh_copy(f), n) for f, n in zip(funcs, names)]
-    shared = sum(m.shared_bytes for m in members)
-    if shared > max_shared_bytes:
-        raise FusionUnsupported(f"shared memory of the members adds up to {shared} bytes, over the "
-                                f"{max_shared_bytes}-byte limit per block")
-    n_phases = max(len(m.stages) for m in members)
-    phases = []
-    for p in range(n_phases):
-        active = [(m.stages[p - (n_phases - len(m.stages))], n) for m, n in zip(members, names)
-                  if p >= n_phases - len(m.stages)]
-        if max(s.threads for s, _ in active) > max_threads:
-            raise FusionUnsupported(f"more than {max_threads} threads per block")
-        phases.append(_phase([s for s, _ in active], [n for _, n in active],
-                             tirx.Var(f"fused_b{p}", "int64")))
-    body = phases[0] if len(phases) == 1 else tirx.SeqStmt(phases)
-    return fused_func([m.parts for m in members], body, funcs[0])

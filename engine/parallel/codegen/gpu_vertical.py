@@ -24,7 +24,7 @@ from dataclasses import replace
 import tvm_ffi
 from tvm import tirx
 
-from engine.parallel.codegen.gpu import GpuMember, GpuStage, _flatten_threads, gpu_member
+from engine.parallel.codegen.gpu import GpuMember, GpuStage, flatten_threads, gpu_member
 from engine.parallel.plan import LinkPattern
 from engine.parallel.tir_util import FusionUnsupported, fresh_copy, fused_func, substitute
 
@@ -72,7 +72,7 @@ def _threaded(st: GpuStage, name: str, total: int, uniform: bool) -> GpuStage:
     if st.cross_thread_reduction and (st.threads != total or len(st.thread_config) > 1):
         raise FusionUnsupported(f"{name}: cross-thread reduction over {st.threads} threads cannot be "
                                 f"re-threaded to the fused kernel's {total}")
-    return replace(st, inner=_flatten_threads(st.inner, total), threads=total,
+    return replace(st, inner=flatten_threads(st.inner, total), threads=total,
                    thread_config=(("threadIdx.x", total),))
 
 
