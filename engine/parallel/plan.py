@@ -59,6 +59,18 @@ class Gain:
     utilisation_before: float  # work-weighted share of cores (SMs) busy, members alone
     utilisation_after: float
     estimated_us: float
+    # GPU launch facts of the fused kernel as generated (0: not a GPU kernel); ptxas'
+    # registers, shared memory and occupancy come with the compile report
+    threads_per_block: int = 0
+    idle_threads: float = 0.0  # share of launched thread slots with no work
+    shared_bytes: int = 0  # per block, estimated from the TIR allocations
+
+    def with_launch(self, shape) -> "Gain":
+        """With a fused kernel's launch facts (codegen LaunchShape; None: unchanged)."""
+        if shape is None:
+            return self
+        return replace(self, threads_per_block=shape.threads_per_block, idle_threads=shape.idle_threads,
+                       shared_bytes=shape.shared_bytes)
 
 
 class LinkPattern(str, enum.Enum):

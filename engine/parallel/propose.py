@@ -73,15 +73,26 @@ def propose(session, target: str = "llvm", arch: str | None = None) -> Proposal:
             fits[name] = _fit(codegen, mod, name, outputs[k])
         return fits[name]
 
+    tvm_target = spec.target(arch)
+
+    def launch(ks, link=None):
+        """The fused kernel's LaunchShape (None: the target reports none); FusionUnsupported
+        when the code generator would refuse the members."""
+        if codegen.launch_shape is None:
+            return None
+        names = [kernels[k].func for k in ks]
+        return codegen.launch_shape([mod[n] for n in names], names, link, tvm_target)
+
     kg = kernel_graph(mod, kernels)
     groups = detect_parallel_groups(session.graph, kg, lambda k: fit(k)[0])
-    model = spec.cost_model(spec.target(arch))
+    model = spec.cost_model(tvm_target)
     decisions = []
     for group in groups:
         for stage in group.stages:
-            decisions.append(_decision(f"d{len(decisions)}", group, stage, fit, model))
+            decisions.append(_decision(f"d{len(decisions)}", group, stage, fit, model, launch))
     decisions += propose_vertical(scheduled, session.graph, kg, codegen,
-                                  lambda k: fit(k)[0] > 0 and vertical_ok(k), len(decisions), model)
+                                  lambda k: fit(k)[0] > 0 and vertical_ok(k), len(decisions), model,
+                                  tvm_target, launch)
     decisions = _note_overlaps(decisions)
     plan = FusionPlan(session.model.name, target, kernel_fingerprint(kernels), tuple(decisions))
     return Proposal(groups, plan, kg)
@@ -104,7 +115,7 @@ def _note_overlaps(decisions: list[FusionDecision]) -> list[FusionDecision]:
     return out
 
 
-def _decision(did: str, group: ParallelGroup, stage: Stage, fit, model) -> FusionDecision:
+def _decision(did: str, group: ParallelGroup, stage: Stage, fit, model, launch) -> FusionDecision:
     kept, dropped = [], []
     for m in stage.members:
         chunks, stages, reason = fit(m.kernel)
@@ -131,4 +142,9 @@ def _decision(did: str, group: ParallelGroup, stage: Stage, fit, model) -> Fusio
     elif len(kept) < 2:
         status, reason = DecisionStatus.REJECTED, ("fewer than two members the code generator can "
                                                    "fuse: " + "; ".join(dropped))
+    else:
+        try:
+            gain = gain.with_launch(launch([m.kernel for m in members]))
+        except FusionUnsupported as err:
+            status, reason = DecisionStatus.REJECTED, f"the code generator refuses the group: {err}"
     return FusionDecision(DecisionId(did), kind, stage.index, members, gain, evidence, status, reason)

@@ -16,8 +16,9 @@ from tvm import relax
 from engine.blockdeps import EdgeClass, Method, analyze_edges
 from engine.parallel.detection import member_info
 from engine.parallel.kernel_graph import KernelGraph, alias_roots, call_args, is_call_tir, key, main_bindings
-from engine.parallel.plan import (BlockLink, DecisionId, DecisionKind, Evidence, FusionDecision, Gain,
-                                  LinkPattern, MemberRef)
+from engine.parallel.plan import (BlockLink, DecisionId, DecisionKind, DecisionStatus, Evidence, FusionDecision,
+                                  Gain, LinkPattern, MemberRef)
+from engine.parallel.tir_util import FusionUnsupported
 
 
 def block_link(edge, consumer_param: int) -> BlockLink | None:
@@ -53,9 +54,11 @@ def _consumer_params(mod):
 
 
 def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, start: int,
-                     model) -> list[FusionDecision]:
+                     model, target, launch) -> list[FusionDecision]:
     """Decisions d{start}.. for every fusable one-to-one edge. `single_stage(k)`: kernel k is
-    one parallel loop the code generator accepts."""
+    one parallel loop the code generator accepts. Each pair is fused once here (a dry run):
+    a pair the code generator refuses is listed rejected, with its reason. `launch(kernels,
+    link)`: the fused kernel's launch facts (engine.parallel.propose)."""
     if not codegen.fuses_vertically:
         return []
 
@@ -80,11 +83,19 @@ def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, s
         gain = Gain(launches_saved=1, parallel_regions_saved=1, member_chunks=(link.producer_blocks,
                     link.consumer_blocks), fused_chunks=link.producer_blocks,
                     utilisation_before=1.0, utilisation_after=1.0, estimated_us=model.launch_us)
+        status, reason = DecisionStatus.PROPOSED, ""
+        funcs = [infos[0].func, infos[1].func]
+        mod = scheduled.module
+        try:
+            codegen.vertical(mod[funcs[0]], mod[funcs[1]], funcs, link, target)
+            gain = gain.with_launch(launch([p, c], link))
+        except FusionUnsupported as err:
+            status, reason = DecisionStatus.REJECTED, f"the code generator refuses the pair: {err}"
         name = lambda m: m.labels[0] if m.labels else m.func
         evidence = Evidence(f"{name(infos[0])} -> {name(infos[1])}", ((p,), (c,)), no_path=False,
                             no_member_reads_another=False, launch_after=p, first_consumer=c,
                             reorder_needed=c != p + 1, heterogeneous=infos[0].signature != infos[1].signature,
                             link=link)
         decisions.append(FusionDecision(DecisionId(f"d{start + len(decisions)}"), DecisionKind.VERTICAL_BLOCK,
-                                        0, members, gain, evidence))
+                                        0, members, gain, evidence, status, reason))
     return decisions

@@ -19,19 +19,29 @@ def plan_lines(plan: FusionPlan, groups: tuple[ParallelGroup, ...]) -> list[str]
     lines = [f"model        {plan.model}   target {plan.target}   fingerprint {plan.fingerprint}",
              f"groups       {len(groups)} fork/join groups, {len(plan.decisions)} decisions",
              *(f"  {g.describe()}" for g in groups)]
+    unit = "blocks" if any(d.gain.threads_per_block for d in plan.decisions) else "chunks"
     for d in plan.decisions:
-        lines += ["", *_decision_lines(d)]
+        lines += ["", *_decision_lines(d, unit)]
     return lines
 
 
-def _decision_lines(d: FusionDecision) -> list[str]:
+def launch_text(gain) -> str:
+    """The fused GPU kernel's launch facts, or "" (not a GPU decision)."""
+    if not gain.threads_per_block:
+        return ""
+    return (f"{gain.threads_per_block} threads/block, {gain.idle_threads:.0%} of thread slots idle, "
+            f"~{gain.shared_bytes / 1024:.1f} KiB shared/block (estimated from TIR; ptxas figures in the "
+            f"compile report)")
+
+
+def _decision_lines(d: FusionDecision, unit: str = "chunks") -> list[str]:
     ev, gain = d.evidence, d.gain
     where = f"edge {ev.fork}" if ev.link else f"stage {d.stage}  fork {ev.fork}"
     lines = [f"{d.id:<4} {d.kind.value:<13} {d.status.value:<9} {where}"
              f"{'  heterogeneous' if ev.heterogeneous and not ev.link else ''}"]
     for m in d.members:
         lines.append(f"       k{m.kernel:<3} {', '.join(m.labels)[:44]:<44} {m.signature[:22]:<22} "
-                     f"{'x'.join(map(str, m.out_shape)):<14} {m.flops / 1e6:>8.2f} MFLOP  {m.chunks:>5} chunks")
+                     f"{'x'.join(map(str, m.out_shape)):<14} {m.flops / 1e6:>8.2f} MFLOP  {m.chunks:>5} {unit}")
     if ev.link:
         lines.append(f"     legal: {ev.link.describe()}; no other path joins them")
     else:
@@ -41,6 +51,8 @@ def _decision_lines(d: FusionDecision) -> list[str]:
     lines.append(f"     gain (estimate): {gain.launches_saved} launches and {gain.parallel_regions_saved} "
                  f"parallel regions saved, utilisation {gain.utilisation_before:.0%} -> "
                  f"{gain.utilisation_after:.0%}, ~{gain.estimated_us:.1f} us")
+    if launch_text(gain):
+        lines.append(f"     launch: {launch_text(gain)}")
     lines += [f"     dropped: {note}" for note in ev.dropped]
     if d.reason:
         lines.append(f"     reason: {d.reason}")
@@ -73,6 +85,8 @@ def decision_cells(d: FusionDecision, result: str = "") -> DecisionCells:
         facts.extend(f"dropped {x}" for x in ev.dropped)
     members = ", ".join(f"{m.signature}×{m.chunks}" if m.chunks else m.signature for m in d.members)
     util = f"; cores busy {g.utilisation_before:.0%} -> {g.utilisation_after:.0%}"
+    if g.threads_per_block:
+        util += f"; {launch_text(g)}"
     estimate = f"{g.estimated_us:.1f} µs, -{g.launches_saved} launch{'es' if g.launches_saved != 1 else ''}"
     return DecisionCells(ops=tuple(op for m in d.members for op in m.ops),
                          evidence=f"{members}; " + ", ".join(facts) + util, estimate=estimate,

@@ -31,6 +31,9 @@ class FusionCodegen:
     fuse_vertical: Callable[[tirx.PrimFunc, tirx.PrimFunc, list, object, object], tirx.PrimFunc] | None = None
     # (PrimFunc, name) -> why it cannot be a vertical member ("" when it can)
     vertical_member: Callable[[tirx.PrimFunc, str], str] = lambda func, name: "no block-level vertical fusion"
+    # (funcs, names, link or None, target) -> gpu_horizontal.LaunchShape of the fused kernel; None:
+    # the target has no launch shape to report
+    launch_shape: Callable[[list, list, object, object], object] | None = None
 
     @property
     def fuses_vertically(self) -> bool:
@@ -62,6 +65,13 @@ def _fuse_gpu(funcs, names, target, layout=None):
     return gpu_horizontal.fuse_gpu(funcs, names, layout or gpu_horizontal.GpuLayout(), **_gpu_limits(target))
 
 
+def _gpu_launch_shape(funcs, names, link, target):
+    if link is not None:
+        return gpu_vertical.launch_shape(funcs[0], funcs[1], link)
+    return gpu_horizontal.launch_shape(funcs, names, gpu_horizontal.GpuLayout(),
+                                       _gpu_limits(target)["max_threads"])
+
+
 def _vertical_gpu(producer, consumer, names, link, target=None):
     return gpu_vertical.fuse_vertical_gpu(producer, consumer, names, link, **_gpu_limits(target))
 
@@ -71,4 +81,5 @@ CPU_CODEGEN = FusionCodegen("llvm", "parallel chunks", cpu.cpu_member, _fuse_cpu
                             cpu.vertical_member_reason)
 GPU_CODEGEN = FusionCodegen("cuda", "thread blocks", gpu.gpu_member, _fuse_gpu,
                             fuse_vertical=_vertical_gpu,
-                            vertical_member=gpu_vertical.vertical_member_reason)
+                            vertical_member=gpu_vertical.vertical_member_reason,
+                            launch_shape=_gpu_launch_shape)

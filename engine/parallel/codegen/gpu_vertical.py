@@ -25,6 +25,7 @@ import tvm_ffi
 from tvm import tirx
 
 from engine.parallel.codegen.gpu import GpuMember, GpuStage, flatten_threads, gpu_member
+from engine.parallel.codegen.gpu_horizontal import LaunchShape
 from engine.parallel.plan import LinkPattern
 from engine.parallel.tir_util import FusionUnsupported, fresh_copy, fused_func, substitute
 
@@ -120,13 +121,15 @@ def fuse_vertical_gpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: l
     return fused_func([p.parts, c_parts], grid, producer)
 
 
-def fused_threads(producer: tirx.PrimFunc, consumer: tirx.PrimFunc) -> tuple[int, float]:
-    """(threads per block of the fused pair, fraction of thread slots idle) for evidence."""
-    p, c = (_one_stage(gpu_member(f, "member"), "member") for f in (producer, consumer))
-    total = max(p.threads, c.threads)
-    busy = p.blocks * p.threads + c.blocks * c.threads
-    slots = (p.blocks + c.blocks) * total
-    return total, round(1 - busy / slots, 4) if slots else 0.0
+def launch_shape(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, link) -> LaunchShape:
+    """The fused pair's launch: producer blocks, T threads, idle share of the thread slots
+    (per block: one producer tile and `per` consumer tiles), shared memory of both."""
+    p, c = gpu_member(producer, "producer"), gpu_member(consumer, "consumer")
+    ps, cs = _one_stage(p, "producer"), _one_stage(c, "consumer")
+    total = max(ps.threads, cs.threads)
+    busy = ps.threads + link.per_producer * cs.threads
+    return LaunchShape(total, ps.blocks, (ps.blocks, cs.blocks),
+                       round(1 - busy / ((1 + link.per_producer) * total), 4), p.shared_bytes + c.shared_bytes)
 
 
-__all__ = ["barrier", "fuse_vertical_gpu", "fused_threads", "vertical_member_reason"]
+__all__ = ["barrier", "fuse_vertical_gpu", "launch_shape", "vertical_member_reason"]
