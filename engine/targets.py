@@ -42,12 +42,18 @@ class TargetSpec:
     # (executable, target) -> a note and, where the toolchain reports them, kernel resources
     codegen_check: Callable[[object, tvm.target.Target], CodegenCheck] | None = None
     times_fusion: bool = False  # the applier times unfused and fused builds on the device
-    cotunes: bool = False  # co-tuning of fused groups (engine.tuning.cotune) supports it
+    # co-tuning of a plan's approved groups: (mod, unscheduled, ctx, plan, trials, store, emit)
+    # -> (mod, records with .decision, .layout, .note(), .to_json()); None: not for this target
+    cotuner: Callable | None = None
     arch_help: str = ""
 
     @property
     def fuses_vertically(self) -> bool:
         return self.fusion.fuses_vertically
+
+    @property
+    def cotunes(self) -> bool:
+        return self.cotuner is not None
 
     def target(self, arch: str | None = None) -> tvm.target.Target:
         return self.make(arch)
@@ -106,13 +112,25 @@ def _emulated_build(mod: tvm.IRModule, target: tvm.target.Target):
     return tvm.compile(emulate_on_cpu(mod), target=_llvm(None))
 
 
+def _cotune_cpu(*args):
+    from engine.tuning.cotune_plan import cotune_plan  # MetaSchedule: loaded only when co-tuning
+
+    return cotune_plan(*args)
+
+
+def _cotune_gpu(*args):
+    from engine.tuning.cotune_gpu import cotune_plan_gpu
+
+    return cotune_plan_gpu(*args)
+
+
 TARGETS: dict[str, TargetSpec] = {
     "llvm": TargetSpec("llvm", "cpu", "chunk of the outer parallel loop", _llvm, cpu_rules.schedule_module,
                        cpu_rules.schedule_func, CPU_CODEGEN, cpu_cost_model, _native_build, host_emulation=False,
-                       times_fusion=True, cotunes=True, arch_help="llvm -mcpu name (default: this CPU)"),
+                       times_fusion=True, cotuner=_cotune_cpu, arch_help="llvm -mcpu name (default: this CPU)"),
     "cuda": TargetSpec("cuda", "cuda", "blockIdx", _cuda, gpu_schedule.schedule_module, None, GPU_CODEGEN,
                        gpu_cost_model, _emulated_build, host_emulation=True,
-                       codegen_check=gpu_schedule.check_with_nvcc,
+                       codegen_check=gpu_schedule.check_with_nvcc, cotuner=_cotune_gpu,
                        arch_help="sm_90 (default), sm_80, sm_86 or a tag such as nvidia/nvidia-a100"),
 }
 

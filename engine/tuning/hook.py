@@ -15,7 +15,6 @@ import tvm
 
 from engine.errors import BlockwiseError
 from engine.events import Stage, StageEvent, StageStatus
-from engine.tuning.cotune_plan import CotuneRecord, cotune_plan
 from engine.tuning.database import TuneStore
 from engine.tuning.measure import check_tracker
 from engine.tuning.tuner import TuneOptions, TuneReport, tune_module
@@ -25,7 +24,7 @@ from engine.tuning.tuner import TuneOptions, TuneReport, tune_module
 class TuneOutcome:
     module: tvm.IRModule
     report: TuneReport
-    cotuned: tuple[CotuneRecord, ...] = ()
+    cotuned: tuple = ()  # CotuneRecord (llvm) or cotune_gpu.GpuCotuneRecord (cuda) per decision
     layouts: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
@@ -43,10 +42,10 @@ def tune_kernels(mod: tvm.IRModule, ctx, options: TuneOptions, plan=None) -> Tun
     unscheduled = mod
     mod, report = tune_module(mod, ctx.target, ctx.spec.schedule_one, store, options, emit)
     notes = report.notes() if options.trials > 0 else []
-    records: list[CotuneRecord] = []
+    records: list = []
     if options.cotune_trials > 0 and plan is not None:
         if not ctx.spec.cotunes:
             raise BlockwiseError(f"co-tuning of fused groups is not implemented for {ctx.spec.name}")
-        mod, records = cotune_plan(mod, unscheduled, ctx, plan, options.cotune_trials, store, emit)
+        mod, records = ctx.spec.cotuner(mod, unscheduled, ctx, plan, options.cotune_trials, store, emit)
         notes.extend(r.note() for r in records)
     return TuneOutcome(mod, report, tuple(records), {r.decision: r.layout for r in records}, tuple(notes))

@@ -169,6 +169,13 @@ def _plan(members, names, layout: GpuLayout, max_threads: int):
     return out
 
 
+def plan_phase(members, names, layout: GpuLayout, max_threads: int = 1024):
+    """The main (last) phase as `fuse_gpu` lays it out: (member index of each active stage,
+    the stages with the fused kernel's threads, the launch order of those stages)."""
+    _check_layout(layout, len(members))
+    return _plan(members, names, layout, max_threads)[-1]
+
+
 def _check_layout(layout: GpuLayout, n: int) -> None:
     if layout.order is not None and sorted(layout.order) != list(range(n)):
         raise ValueError(f"order {layout.order} is not a permutation of {n} members")
@@ -193,9 +200,8 @@ def launch_shape(funcs: list[tirx.PrimFunc], names: list[str], layout: GpuLayout
                  max_threads: int = 1024) -> LaunchShape:
     """The fused kernel's last (main) phase as `fuse_gpu` would build it: threads, blocks,
     idle thread share, shared memory."""
-    _check_layout(layout, len(funcs))
     members = [gpu_member(f, n) for f, n in zip(funcs, names)]
-    index, stages, _ = _plan(members, names, layout, max_threads)[-1]
+    _, stages, _ = plan_phase(members, names, layout, max_threads)
     total = stages[0].threads
     blocks = tuple(s.blocks for s in stages)
     busy = sum(s.blocks * s.busy_threads for s in stages)
@@ -204,4 +210,4 @@ def launch_shape(funcs: list[tirx.PrimFunc], names: list[str], layout: GpuLayout
                        max(m.shared_bytes for m in members))
 
 
-__all__ = ["GpuLayout", "LaunchShape", "default_threads", "fuse_gpu", "launch_shape", "shaped"]
+__all__ = ["GpuLayout", "LaunchShape", "default_threads", "fuse_gpu", "launch_shape", "plan_phase", "shaped"]
