@@ -64,6 +64,9 @@ class Gain:
     threads_per_block: int = 0
     idle_threads: float = 0.0  # share of launched thread slots with no work
     shared_bytes: int = 0  # per block, estimated from the TIR allocations
+    # block-level vertical: bytes of the intermediate a block re-reads right after it wrote
+    # them (served from cache, estimated); it is still written to memory
+    reread_bytes: int = 0
 
     def with_launch(self, shape) -> "Gain":
         """With a fused kernel's launch facts (codegen LaunchShape; None: unchanged)."""

@@ -37,6 +37,11 @@ def block_link(edge, consumer_param: int) -> BlockLink | None:
     return None
 
 
+def _output_bytes(func) -> int:
+    out = func.params[-1]
+    return int(np.prod([int(d) for d in out.ty.shape])) * out.dtype.itemsize
+
+
 def _consumer_params(mod):
     """(producer, consumer) -> position of the producer's output among the consumer's
     arguments, None when it is passed twice; aliases (`lv = lv1`) looked through."""
@@ -80,12 +85,16 @@ def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, s
         infos = [member_info(graph, kg, k, blocks.get) for k in (p, c)]
         members = tuple(MemberRef(m.kernel, m.func, m.ops, m.labels, m.signature, m.out_shape, m.flops, m.chunks)
                         for m in infos)
-        gain = Gain(launches_saved=1, parallel_regions_saved=1, member_chunks=(link.producer_blocks,
-                    link.consumer_blocks), fused_chunks=link.producer_blocks,
-                    utilisation_before=1.0, utilisation_after=1.0, estimated_us=model.launch_us)
-        status, reason = DecisionStatus.PROPOSED, ""
         funcs = [infos[0].func, infos[1].func]
         mod = scheduled.module
+        # the intermediate is still written; its re-read comes from cache, not DRAM
+        reread = _output_bytes(mod[funcs[0]])
+        gain = Gain(launches_saved=1, parallel_regions_saved=1, member_chunks=(link.producer_blocks,
+                    link.consumer_blocks), fused_chunks=link.producer_blocks,
+                    utilisation_before=1.0, utilisation_after=1.0,
+                    estimated_us=round(model.launch_us + (reread / model.bytes_per_us if model.bytes_per_us else 0.0), 2),
+                    reread_bytes=reread)
+        status, reason = DecisionStatus.PROPOSED, ""
         try:
             codegen.vertical(mod[funcs[0]], mod[funcs[1]], funcs, link, target)
             gain = gain.with_launch(launch([p, c], link))

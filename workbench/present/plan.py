@@ -34,6 +34,11 @@ def launch_text(gain) -> str:
             f"compile report)")
 
 
+def reread_text(gain) -> str:
+    return (f"intermediate {gain.reread_bytes / 1024:.0f} KiB re-read by the block that wrote it (from cache, "
+            f"estimated); still written to memory, 0 bytes kept off DRAM")
+
+
 def _decision_lines(d: FusionDecision, unit: str = "chunks") -> list[str]:
     ev, gain = d.evidence, d.gain
     where = f"edge {ev.fork}" if ev.link else f"stage {d.stage}  fork {ev.fork}"
@@ -53,6 +58,8 @@ def _decision_lines(d: FusionDecision, unit: str = "chunks") -> list[str]:
                  f"{gain.utilisation_after:.0%}, ~{gain.estimated_us:.1f} us")
     if launch_text(gain):
         lines.append(f"     launch: {launch_text(gain)}")
+    if gain.reread_bytes:
+        lines.append(f"     memory: {reread_text(gain)}")
     lines += [f"     dropped: {note}" for note in ev.dropped]
     if d.reason:
         lines.append(f"     reason: {d.reason}")
@@ -87,6 +94,8 @@ def decision_cells(d: FusionDecision, result: str = "") -> DecisionCells:
     util = f"; cores busy {g.utilisation_before:.0%} -> {g.utilisation_after:.0%}"
     if g.threads_per_block:
         util += f"; {launch_text(g)}"
+    if g.reread_bytes:
+        util += f"; {reread_text(g)}"
     estimate = f"{g.estimated_us:.1f} µs, -{g.launches_saved} launch{'es' if g.launches_saved != 1 else ''}"
     return DecisionCells(ops=tuple(op for m in d.members for op in m.ops),
                          evidence=f"{members}; " + ", ".join(facts) + util, estimate=estimate,
