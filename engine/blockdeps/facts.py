@@ -185,8 +185,12 @@ class EdgeBlockMap:
 
     @property
     def early_blocks(self) -> int:
-        """Consumer blocks that could start before the producer's last block finishes."""
-        return int((self.earliest_start() < self.producer_grid.blocks - 1).sum())
+        """Consumer blocks that need only part of the producer's blocks: with a readiness flag
+        per producer block they could start before the producer ends. Blocks of a GPU
+        kernel (or chunks of a thread pool) finish in no guaranteed order, so this counts
+        the blocks that do not need *every* producer block, not the ones whose last
+        producer block comes before the last in launch order."""
+        return int((self.fan_in < self.producer_grid.blocks).sum())
 
     @property
     def early_fraction(self) -> float:
