@@ -6,6 +6,7 @@ KernelTime, StageEvent) and the TUI's facts shapes for the analyses."""
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import time
 from pathlib import Path
@@ -16,6 +17,8 @@ import pytest
 from engine.events import Cancelled, Stage, StageEvent, StageStatus
 from engine.parallel.plan import DecisionStatus, FusionPlan
 from engine.runtime.measure import KernelTime, Latency  # (imports TVM once, before any timed interaction)
+from engine.session import target_info
+from workbench.tui import events
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.blocks_view import BlocksView
 from workbench.tui.compile_panel import CompilePanel
@@ -26,7 +29,7 @@ from workbench.tui.graph_canvas import GraphCanvas
 from workbench.tui.graph_view import GraphView
 from workbench.tui.layout import Detail
 from workbench.tui.synthetic import synthetic_graph
-from workbench.tui.timing_view import KernelTable, TimingView
+from workbench.tui.timing_view import NOT_TIMED, KernelTable, ResourceTable, TimingView
 
 SIZE = (160, 45)
 STAGE_NAMES = ("import", "fuse", "schedule", "apply plan", "build", "verify", "time")
@@ -35,11 +38,13 @@ STAGE_NAMES = ("import", "fuse", "schedule", "apply plan", "build", "verify", "t
 class FakeSession:
     """Session-shaped: a synthetic graph; compile walks the stages in a few ms."""
 
-    def __init__(self, graph, stage_delay: float = 0.0):
+    def __init__(self, graph, stage_delay: float = 0.0, resources: tuple = ()):
         self.graph = graph
         self.model = SimpleNamespace(name=graph.model)
         self.stage_delay = stage_delay
+        self.resources = resources  # KernelResources-shaped rows a compile reports
         self.compiles = []
+        self.scheduled_for = []
 
     def kernels(self, fused_pairs: bool = True):
         out, ops = [], [n.id for n in self.graph.nodes]
@@ -52,6 +57,7 @@ class FakeSession:
         return tuple(out)
 
     def scheduled(self, target="llvm", arch=None):
+        self.scheduled_for.append((target, arch))
         return SimpleNamespace(kernels=self.kernels())
 
     def compile(self, options=None, progress=None, cancel=None):
@@ -66,24 +72,34 @@ class FakeSession:
             time.sleep(self.stage_delay)
             progress(StageEvent(stage, StageStatus.DONE, self.stage_delay, f"{stage.value} ok"))
         kernels = self.kernels(fused_pairs=True)
+        verification = SimpleNamespace(passed=True, summary=lambda: "outputs match")
+        spec = target_info(options.target)
+        if spec.host_emulation:  # this machine has no GPU: verified in emulation, nothing timed
+            return SimpleNamespace(model=self.graph.model, target=options.target, kernels=kernels, kernel_times=(),
+                                   latency=None, onnxruntime_latency=None, verification=verification,
+                                   ran_on="host emulation", launches=len(kernels), kernel_resources=self.resources,
+                                   notes=("timing skipped: kernels ran in host emulation, not on the device",))
         scale = 0.5 if options.plan else 1.0
         times = tuple(KernelTime(k.func, 1, scale * 0.01 * (k.index + 1), 0.01, 0.01, 0.01, 0.01,
                                  1 / len(kernels)) for k in kernels)
-        return SimpleNamespace(model=self.graph.model, target="llvm", kernels=kernels, kernel_times=times,
+        return SimpleNamespace(model=self.graph.model, target=options.target, kernels=kernels, kernel_times=times,
                                latency=Latency(1.5 * scale, 1.4, 1.6, 1.6, 20),
-                               onnxruntime_latency=Latency(1.0, 1.0, 1.0, 1.0, 20),
-                               verification=SimpleNamespace(passed=True, summary=lambda: "outputs match"),
-                               launches=len(kernels), notes=())
+                               onnxruntime_latency=Latency(1.0, 1.0, 1.0, 1.0, 20), verification=verification,
+                               ran_on=spec.device_kind, launches=len(kernels), kernel_resources=(), notes=())
 
 
 class FakeAnalyses(EngineAnalyses):
     """Block dependencies and a plan in the TUI's shapes; saves the plan as JSON."""
 
-    def __init__(self, plan_dir: Path, blocks: bool = True, plan: bool = True):
+    def __init__(self, plan_dir: Path, blocks: bool = True, plan: bool = True, target: str | None = None,
+                 arch: str | None = None):
+        super().__init__(target=target, arch=arch)
         self.plan_dir, self.blocks, self.with_plan = plan_dir, blocks, plan
         self.saved = []
+        self.calls = []  # (analysis, target) in the order they ran
 
     def block_deps(self, session, progress=None):
+        self.calls.append(("blocks", self.target))
         if not self.blocks:
             return Unavailable("engine.blockdeps is not importable (test)")
         ks = session.kernels()
@@ -93,15 +109,18 @@ class FakeAnalyses(EngineAnalyses):
                                   BlockGrid(b.func, (4, 8), b.ops), "one-to-few",
                                   needs=lambda c: tuple(p for p in (c - 1, c, c + 1) if 0 <= p < 32),
                                   figures=(("fan-in", "mean 2.9, max 3"),)))
-        return BlockDepsReport(tuple(edges), (("edges", str(len(edges))),))
+        return BlockDepsReport(tuple(edges), (("edges", str(len(edges))),), target=self.target,
+                               block_axis=self.block_axis)
 
     def block_graph_dot(self, session, report, edge_key):
         return 'digraph B { "p0" -> "c0"; "p1" -> "c0"; }'
 
     def load_or_propose(self, session, path=None):
+        self.calls.append(("plan", self.target))
         if not self.with_plan:
             return Unavailable("engine.parallel has no plan API (test)")
-        target = Path(path or self.plan_dir / "plan.json")
+        default = "plan.json" if self.target == EngineAnalyses().target else f"plan-{self.target}.json"
+        target = Path(path or self.plan_dir / default)
         rows = [DecisionRow("D1", "horizontal", ("n1", "n6"), "same input, 2 convs", "0.10 ms",
                             DecisionStatus.PROPOSED),
                 DecisionRow("D2", "horizontal", ("n3", "n9"), "independent branches", "0.05 ms",
@@ -110,7 +129,7 @@ class FakeAnalyses(EngineAnalyses):
             status = json.loads(target.read_text())
             rows = [DecisionRow(r.id, r.kind, r.members, r.evidence, r.estimated_gain, DecisionStatus(status[r.id]))
                     for r in rows]
-        return PlanState(rows, str(target))
+        return PlanState(rows, str(target), target=self.target)
 
     def set_status(self, plan, ids, status):
         plan.rows = [DecisionRow(r.id, r.kind, r.members, r.evidence, r.estimated_gain, status)
@@ -132,7 +151,8 @@ class FakeAnalyses(EngineAnalyses):
 
 
 def make_app(tmp_path, n_nodes=40, **kw) -> tuple[WorkbenchApp, FakeSession]:
-    session = FakeSession(synthetic_graph(n_nodes), stage_delay=kw.pop("stage_delay", 0.0))
+    session = FakeSession(synthetic_graph(n_nodes), stage_delay=kw.pop("stage_delay", 0.0),
+                          resources=kw.pop("resources", ()))
     analyses = FakeAnalyses(tmp_path, **kw)
     app = WorkbenchApp("synthetic", session_factory=lambda spec: session, analyses=analyses,
                        out_dir=tmp_path / "export")
@@ -318,7 +338,11 @@ def test_blocks_view_highlights_producer_blocks(tmp_path):
             shot = screen(app)
             assert "one-to-few" in shot and "needs 2" in shot  # block 0 needs 0 and 1
             await pilot.press("right", "down")  # block 9
-            assert "consumer block 9 needs 3" in screen(app)
+            assert "consumer chunk 9 needs 3" in screen(app)  # llvm: a block is a chunk of the parallel loop
+            await pilot.press("shift+tab", "shift+tab", "j")  # the edge table; j/k as in k9s
+            assert view.edge.key == "1->2" and "k1_relu -> k2_conv" in screen(app)
+            await pilot.press("k", "j", "enter", "l")  # enter: into the consumer's blocks
+            assert "consumer chunk 1 needs" in screen(app)
     run(go())
 
 
@@ -385,6 +409,141 @@ def test_graph_screen_snapshot(tmp_path):
             assert any("╭" in line and "╮" in line for line in text)
             assert any("Conv 1x64x28x28" in line for line in text)
             assert text[-1].rstrip().endswith("^p palette") and "/ Search" in text[-1]
+    run(go())
+
+
+class _Limiter(enum.Enum):  # shaped like engine.resources.Limiter
+    REGISTERS = "registers"
+    THREADS = "threads"
+
+
+def _resources(kernel: str, registers: int, occupancy: float | None, spills: int = 0):
+    """A KernelResources-shaped row (engine/resources.py), as a cuda compile reports them."""
+    return SimpleNamespace(kernel=kernel, registers=registers, shared_bytes=6912, local_bytes=spills,
+                           spill_stores=spills, spill_loads=spills, threads_per_block=128 if occupancy else None,
+                           occupancy=occupancy, limiter=_Limiter.REGISTERS if occupancy else None)
+
+
+def test_switching_target_reruns_the_analyses_for_it(tmp_path):
+    async def go():
+        app, session = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            analyses = app.analyses
+            assert analyses.target == "llvm" and analyses.calls == [("plan", "llvm"), ("blocks", "llvm")]
+            assert "blockwise [llvm]" in screen(app)
+            await pilot.press("3", "a")  # a choice on the llvm plan, not saved
+            await pilot.press("c")
+            await settle(pilot, app)
+            assert app.results["before"] is not None and session.compiles[-1].target == "llvm"
+            await pilot.press("T")
+            await settle(pilot, app)
+            assert analyses.target == "cuda" and session.scheduled_for[-1] == ("cuda", None)
+            assert analyses.calls[-2:] == [("plan", "cuda"), ("blocks", "cuda")]
+            # the old target's views are emptied; the plan is the cuda one, with its own file
+            assert app.results == {"before": None, "after": None}
+            assert app.plan.target == "cuda" and app.plan.path == str(tmp_path / "plan-cuda.json")
+            assert all(r.status is DecisionStatus.PROPOSED for r in app.plan.rows) and not app.plan.dirty
+            assert "blockwise [cuda] — synthetic: 40 ops" in screen(app)
+            await pilot.press("3")
+            assert f"target cuda   plan file {tmp_path / 'plan-cuda.json'}" in screen(app)
+            await pilot.press("2")
+            shot = screen(app)
+            assert "a block is one blockIdx" in shot and "blockIdx p→c" in shot
+            assert "consumer blockIdx 0 needs 2" in shot and "32 × blockIdx" in shot
+            await pilot.press("4")
+            assert "not compiled yet" in screen(app)
+            await pilot.press("5")
+            await pilot.pause()
+            assert "No compile yet" in screen(app), screen(app)
+            # a result of the old target's analyses arriving late is dropped
+            app.post_message(events.PlanReady(Unavailable("stale llvm analysis"), generation=0))
+            await pilot.pause()
+            assert isinstance(app.plan, PlanState) and app.plan.target == "cuda"
+            # the palette offers the way back; the llvm plan comes back with its unsaved choice
+            commands = {c.title: c for c in app.get_system_commands(app.screen)}
+            assert "Switch target to cuda" not in commands
+            commands["Switch target to llvm"].callback()
+            await settle(pilot, app)
+            assert analyses.target == "llvm" and analyses.calls[-1] == ("blocks", "llvm")
+            assert app.plan.row("D1").status is DecisionStatus.APPROVED and app.plan.dirty
+            assert app.plan.path == str(tmp_path / "plan.json")
+    run(go())
+
+
+def test_target_switch_from_the_command_palette(tmp_path):
+    async def go():
+        app, _ = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            await pilot.press("ctrl+p")
+            await pilot.pause()
+            await pilot.press(*"switch target")
+            await pilot.pause(0.3)
+            assert "Switch target to cuda" in screen(app)
+            await pilot.press("enter")
+            await settle(pilot, app)
+            assert app.analyses.target == "cuda" and app.analyses.calls[-1] == ("blocks", "cuda")
+            assert "blockwise [cuda]" in screen(app)
+    run(go())
+
+
+def test_target_switch_waits_for_a_running_compile(tmp_path):
+    async def go():
+        app, _ = make_app(tmp_path, stage_delay=0.3)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            await pilot.press("c", "T")
+            assert app.analyses.target == "llvm"
+            assert any("compile is running" in n.message for n in app._notifications)
+            await settle(pilot, app)
+    run(go())
+
+
+def test_cuda_compile_without_a_gpu_says_not_timed_and_shows_resources(tmp_path):
+    async def go():
+        rows = (_resources("fused_conv2d_add_relu_kernel", 64, 0.5), _resources("concatenate_kernel", 255, None, 8))
+        app, session = make_app(tmp_path, target="cuda", arch="sm_80", resources=rows)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            assert session.scheduled_for[0] == ("cuda", "sm_80")
+            assert "blockwise [cuda --arch sm_80]" in screen(app)
+            await pilot.press("c")
+            await settle(pilot, app)
+            options = session.compiles[-1]
+            assert options.target == "cuda" and options.arch == "sm_80"
+            shot = screen(app)  # the compile tab
+            assert f"done: 22 launches, {NOT_TIMED}; see 4 Timing" in shot
+            await pilot.press("4")
+            shot = screen(app)
+            assert NOT_TIMED in shot and "measured on" not in shot
+            assert "0.000" not in shot  # no table of zero times
+            assert "from ptxas" in shot and "occupancy: theoretical (estimated)" in shot
+            assert "Regs" in shot and "Occ. (est.)" in shot and "Limiter (est.)" in shot
+            lines = [line for line in shot.splitlines() if "fused_conv2d_add_relu_kernel" in line]
+            assert lines and lines[0].split("│")[1].split()[:7] == ["64", "6912", "0", "0/0", "128", "50%",
+                                                                   "registers"]
+            spilling = next(line for line in shot.splitlines() if "concatenate_kernel" in line)
+            assert "8/8" in spilling and "—" in spilling  # unknown occupancy is a dash, not 0%
+            assert app.query_one(ResourceTable).row_count == 2
+    run(go())
+
+
+def test_timed_run_is_labelled_measured_and_plan_gains_estimated(tmp_path):
+    async def go():
+        app, _ = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            await pilot.press("3")
+            shot = screen(app)
+            assert "estimated gain" in shot and "estimated 0.10 ms" in shot
+            await pilot.press("c")
+            await settle(pilot, app)
+            assert "(measured on cpu)" in screen(app)
+            await pilot.press("4")
+            shot = screen(app)
+            assert "latency and kernel times measured on cpu" in shot and NOT_TIMED not in shot
+            assert "from ptxas" not in shot  # no resources reported: no resource table
     run(go())
 
 

@@ -1,5 +1,5 @@
 """The TUI on the real engine: fire_module opened, analysed, compiled (llvm) with and without
-the fusion plan, exported. About 20 s."""
+the fusion plan, exported; the same for cuda in host emulation. About 40 s."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from engine.parallel.plan import DecisionStatus
 from workbench.tui.facts import PlanState
 from workbench.tui.fusion_table import FusionTable
 from workbench.tui.graph_canvas import GraphCanvas
+from workbench.tui.timing_view import NOT_TIMED
 
 
 def test_fire_module_end_to_end(tmp_path):
@@ -76,4 +77,39 @@ def test_keep_measured_winners_approves_what_the_compile_kept(tmp_path):
             assert {r.id for r in app.plan.approved} == applied
             assert all(r.status is DecisionStatus.PROPOSED for r in app.plan.rows
                        if r.id not in applied and r.status is not DecisionStatus.REJECTED)
+    asyncio.run(go())
+
+
+def test_fire_module_for_cuda_without_a_gpu(tmp_path):
+    """--target cuda on this machine: blockIdx block maps, the CUDA plan in its own file, a
+    compile verified in host emulation and not timed; T switches to llvm and back."""
+    async def go():
+        analyses = EngineAnalyses(str(tmp_path / "cuda-plan.json"), target="cuda")
+        app = WorkbenchApp(str(SAMPLES / "fire_module.onnx"), analyses=analyses, out_dir=tmp_path / "export", runs=3)
+        app.animation_level = "none"
+        async with app.run_test(size=(160, 45)) as pilot:
+            await settle(pilot, app)
+            assert "blockwise [cuda]" in screen(app)
+            await pilot.press("2")
+            shot = screen(app)
+            assert "a block is one blockIdx" in shot and "× blockIdx (blockIdx" in shot, shot
+            await pilot.press("3")
+            assert isinstance(app.plan, PlanState) and app.plan.target == "cuda" and app.plan.rows
+            assert app.plan.path == str(tmp_path / "cuda-plan.json") and "estimated gain" in screen(app)
+            await pilot.press("c")
+            await settle(pilot, app)
+            result = app.results["before"]
+            assert result is not None and result.ran_on == "host emulation", screen(app)
+            assert NOT_TIMED in screen(app)
+            await pilot.press("4")
+            shot = screen(app)
+            assert NOT_TIMED in shot and "measured on" not in shot
+            if result.kernel_resources:  # the target's codegen check reports them (ptxas found)
+                assert "from ptxas" in shot and "fused_conv2d_add_relu_kernel" in shot
+            await pilot.press("T")
+            await settle(pilot, app)
+            assert app.analyses.target == "llvm" and app.plan.target == "llvm"
+            assert app.plan.path.endswith("fire_module-llvm/plan.json")  # not the cuda plan's file
+            await pilot.press("2")
+            assert "a block is one chunk of the outer parallel loop" in screen(app)
     asyncio.run(go())

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from engine.errors import BlockDepsError, PlanError
+from engine.events import CompileOptions
 from engine.parallel.plan import DecisionStatus
 from engine.runtime.measure import KernelTime
 from workbench.tui.engine_adapter import EngineAnalyses
@@ -135,10 +136,10 @@ class _RefusingSession:
 
     model = SimpleNamespace(name="m")
 
-    def block_deps(self, target, progress=None):
+    def block_deps(self, target, arch=None, progress=None):
         raise BlockDepsError("kernel fused_conv2d: unsupported loop nest")
 
-    def propose(self, target):
+    def propose(self, target, arch=None):
         raise PlanError("no kernels to fuse")
 
 
@@ -157,3 +158,54 @@ def test_workbench_model_without_subcommand_opens_the_tui(monkeypatch):
     assert cli.main(["fire_module", "--runs", "3"]) == 0
     assert cli.main(["tui", "zoo:inception_v1"]) == 0
     assert opened == [("fire_module", 3), ("zoo:inception_v1", 20)]
+
+
+def test_tui_target_and_arch_reach_the_adapter(monkeypatch):
+    from workbench import cli
+    from workbench.tui import app as app_module
+
+    opened = []
+    monkeypatch.setattr(app_module.WorkbenchApp, "run", lambda self: opened.append(self.analyses))
+    assert cli.main(["tui", "fire_module", "--target", "cuda", "--arch", "sm_80", "--plan", "p.json"]) == 0
+    assert cli.main(["fire_module"]) == 0
+    cuda, default = opened
+    assert (cuda.target, cuda.arch, cuda.describe_target()) == ("cuda", "sm_80", "cuda --arch sm_80")
+    assert cuda.block_axis == "blockIdx"
+    assert cuda.compile_options(runs=3) == CompileOptions(target="cuda", arch="sm_80", runs=3)
+    assert default.target == CompileOptions().target and default.arch is None
+
+
+def test_adapter_keeps_plan_file_and_arch_with_their_target(tmp_path):
+    """--plan and --arch were given for one target: the other target has its own plan file
+    (a plan is never saved over another target's) and its default arch."""
+    analyses = EngineAnalyses(str(tmp_path / "mine.json"), target="cuda", arch="sm_80")
+    session = SimpleNamespace(model=SimpleNamespace(name="fire_module"))
+    assert analyses.plan_path(session) == str(tmp_path / "mine.json")
+    analyses.switch_target(analyses.next_target())
+    assert analyses.target == "llvm" and analyses.arch is None
+    assert analyses.plan_path(session) == str(Path("out") / "fire_module-llvm" / "plan.json")
+    assert analyses.compile_options().arch is None
+    analyses.switch_target("cuda")
+    assert analyses.arch == "sm_80" and analyses.plan_path(session) == str(tmp_path / "mine.json")
+    with pytest.raises(ValueError):
+        analyses.switch_target("vulkan")
+
+
+def test_ran_on_device_tells_emulation_from_the_device():
+    analyses = EngineAnalyses()
+    assert analyses.ran_on_device(SimpleNamespace(target="llvm", ran_on="cpu"))
+    assert not analyses.ran_on_device(SimpleNamespace(target="cuda", ran_on="host emulation"))
+    assert analyses.ran_on_device(SimpleNamespace(target="cuda", ran_on="cuda"))
+
+
+def test_resource_cells_label_unknown_figures():
+    from workbench.tui.timing_view import RESOURCE_HEADERS, resource_cells
+
+    limiter = SimpleNamespace(value="shared memory")
+    row = SimpleNamespace(kernel="k", registers=40, shared_bytes=49152, local_bytes=0, spill_stores=0,
+                          spill_loads=0, threads_per_block=256, occupancy=0.375, limiter=limiter)
+    assert resource_cells(row) == ["40", "49152", "0", "0/0", "256", "38%", "shared memory", "k"]
+    unknown = SimpleNamespace(**{**vars(row), "threads_per_block": None, "occupancy": None, "limiter": None})
+    assert resource_cells(unknown)[4:7] == ["—", "—", "—"]
+    assert len(RESOURCE_HEADERS) == len(resource_cells(row))
+    assert all("(est.)" in h for h in RESOURCE_HEADERS if h.startswith(("Occ", "Limiter")))

@@ -14,10 +14,11 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 
-from engine.events import STAGES, Cancelled, CompileOptions, FusionPolicy, StageEvent
+from engine.events import STAGES, Cancelled, FusionPolicy, StageEvent
 from engine.parallel.plan import DecisionStatus, FusionPlan
+from engine.session import target_info, target_names
 from workbench.tui import events
-from workbench.tui.blocks_view import BlockGridWidget, BlocksView
+from workbench.tui.blocks_view import BlockGridWidget, BlocksView, EdgeTable
 from workbench.tui.compile_panel import CompilePanel
 from workbench.tui.engine_adapter import EngineAnalyses
 from workbench.tui.facts import (BlockDepsReport, PlanState, Unavailable, kernel_groups, measured_gains,
@@ -28,7 +29,7 @@ from workbench.tui.graph_canvas import GraphCanvas
 from workbench.tui.graph_view import GraphView
 from workbench.tui.help import HelpScreen, key_rows
 from workbench.tui.layout import ClusterSpec
-from workbench.tui.timing_view import KernelTable, TimingView, run_of
+from workbench.tui.timing_view import NOT_TIMED, KernelTable, ResourceTable, TimingView, run_of
 
 TABS = ("graph", "blocks", "fusion", "timing", "compile")
 
@@ -45,6 +46,7 @@ class WorkbenchApp(App):
         Binding("c", "compile('before')", "Compile"),
         Binding("C", "compile('after')", "Compile+plan"),
         Binding("W", "compile('winners')", "Keep measured winners"),
+        Binding("T", "switch_target", "Target"),
         Binding("x", "cancel_compile", "Cancel", show=False),
         Binding("e", "export", "Export"),
         Binding("ctrl+s", "save_plan", "Save plan", show=False),
@@ -73,6 +75,8 @@ class WorkbenchApp(App):
         self.plan: PlanState | Unavailable | None = None
         self.block_report: BlockDepsReport | Unavailable | None = None
         self.results: dict[str, object] = {"before": None, "after": None}
+        self._generation = 0  # target switches so far: results of an earlier target's analyses are dropped
+        self._unsaved_plans: dict[str, PlanState] = {}  # target -> its plan with unsaved choices
         self._cancel = threading.Event()
         self._engine_lock = threading.Lock()  # one engine job at a time (TVM state is shared)
 
@@ -92,6 +96,7 @@ class WorkbenchApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._show_target()
         self.sub_title = f"opening {self.spec}…"
         self.query_one(GraphCanvas).focus()
         self.open_model()
@@ -109,22 +114,32 @@ class WorkbenchApp(App):
         self.post_message(events.ModelOpened(session, graph))
 
     @work(thread=True, name="analyse", group="analyse")
-    def analyse(self, session) -> None:
+    def analyse(self, session, generation: int = 0, plan: PlanState | None = None) -> None:
         """Schedule (import, fuse, schedule: cached by the session), propose the fusion plan,
-        then analyse block dependencies (slow on big models; compiles may run meanwhile)."""
+        then analyse block dependencies (slow on big models; compiles may run meanwhile), all
+        for the current target. `plan`: an unsaved plan of this target to show again instead
+        of loading or proposing one. Results carry `generation` (see events.AnalysisMessage)."""
+        target, arch = self.analyses.target, self.analyses.arch
 
         def progress(done: int, total: int) -> None:
-            self.post_message(events.BlockDepsProgress(done, total))
+            self.post_message(events.BlockDepsProgress(done, total, generation))
 
         with self._engine_lock:
-            try:
-                self.post_message(events.KernelsReady(session.scheduled(self.analyses.target).kernels))
-            except Exception as err:
-                self.post_message(events.BlockDepsReady(Unavailable(f"scheduling failed: {_one_line(err)}")))
-                self.post_message(events.PlanReady(Unavailable(f"scheduling failed: {_one_line(err)}")))
+            if generation != self._generation:  # switched again while this waited
                 return
-            self.post_message(events.PlanReady(_guarded(lambda: self.analyses.load_or_propose(session))))
-        self.post_message(events.BlockDepsReady(_guarded(lambda: self.analyses.block_deps(session, progress))))
+            try:
+                kernels = session.scheduled(target, arch).kernels
+                self.post_message(events.KernelsReady(kernels, generation))
+            except Exception as err:
+                failed = Unavailable(f"scheduling failed: {_one_line(err)}")
+                self.post_message(events.BlockDepsReady(failed, generation))
+                self.post_message(events.PlanReady(failed, generation=generation))
+                return
+            plan = plan or _guarded(lambda: self.analyses.load_or_propose(session))
+            self.post_message(events.PlanReady(plan, generation=generation))
+        if generation == self._generation:
+            self.post_message(events.BlockDepsReady(_guarded(lambda: self.analyses.block_deps(session, progress)),
+                                                    generation))
 
     @work(thread=True, exclusive=True, name="compile", group="compile")
     def compile_model(self, kind: str, plan: FusionPlan | None,
@@ -143,8 +158,7 @@ class WorkbenchApp(App):
             try:
                 if self._cancel.is_set():
                     raise Cancelled("compile cancelled before it started")
-                options = CompileOptions(target=self.analyses.target, runs=self.runs, plan=plan,
-                                         fusion_policy=policy)
+                options = self.analyses.compile_options(runs=self.runs, plan=plan, fusion_policy=policy)
                 result = self.session.compile(options, progress=progress, cancel=self._cancel)
             except Cancelled as err:
                 self.post_message(events.CompileFailed(kind, str(err), cancelled=True))
@@ -181,7 +195,7 @@ class WorkbenchApp(App):
         s = self.graph.summary()
         self.sub_title = f"{self.graph.model}: {s.ops} ops"
         self.query_one(GraphView).set_graph(self.graph)
-        self.analyse(self.session)
+        self.analyse(self.session, self._generation, self._unsaved_plans.pop(self.analyses.target, None))
 
     def on_open_failed(self, message: events.OpenFailed) -> None:
         self.sub_title = "could not open the model"
@@ -189,25 +203,31 @@ class WorkbenchApp(App):
         self.notify(message.error, title="could not open the model", severity="error", timeout=10)
 
     def on_kernels_ready(self, message: events.KernelsReady) -> None:
-        if not any(self.results.values()):
+        if message.generation == self._generation and not any(self.results.values()):
             self.kernels = tuple(message.kernels)
             self._update_clusters()
 
     def on_block_deps_progress(self, message: events.BlockDepsProgress) -> None:
-        self.query_one(BlocksView).set_progress(message.done, message.total)
+        if message.generation == self._generation:
+            self.query_one(BlocksView).set_progress(message.done, message.total)
 
     def on_block_deps_ready(self, message: events.BlockDepsReady) -> None:
+        if message.generation != self._generation:
+            return
         self.block_report = message.report
         self.query_one(BlocksView).set_report(message.report)
 
     def on_plan_ready(self, message: events.PlanReady) -> None:
+        if message.generation != self._generation:
+            return
         self.plan = message.plan
         self.query_one(FusionPane).set_plan(message.plan, self.graph)
         self._update_clusters()
 
     def on_compile_started(self, message: events.CompileStarted) -> None:
         what = "with the approved plan" if message.kind == "after" else "before the plan"
-        self.query_one(CompilePanel).start(f"compiling {self.graph.model} ({what})", message.stages)
+        self.query_one(CompilePanel).start(f"compiling {self.graph.model} for {self.analyses.describe_target()} "
+                                           f"({what})", message.stages)
         self.sub_title = f"{self.graph.model}: compiling…"
 
     def on_compile_progress(self, m: events.CompileProgress) -> None:
@@ -217,10 +237,12 @@ class WorkbenchApp(App):
         result = message.result
         self.results[message.kind] = result
         self.kernels = tuple(result.kernels)
-        lat = f"{result.latency.median_ms:.3f} ms" if result.latency else "no timing"
-        self.query_one(CompilePanel).finish(Text(f"done: {result.launches} launches, {lat}; "
-                                                 "see 4 Timing", style="bold green"))
-        self.query_one(TimingView).set_run(message.kind, run_of(result, message.kind))
+        run = run_of(result, message.kind, self.analyses.ran_on_device(result))
+        lat = (f"{run.latency_ms:.3f} ms (measured on {run.measured_on})" if run.latency_ms is not None
+               else NOT_TIMED if run.emulated else "no timing")
+        self.query_one(CompilePanel).finish(Text(f"done: {result.launches} launches, {lat}; see 4 Timing",
+                                                 style="bold green"))
+        self.query_one(TimingView).set_run(message.kind, run)
         kernel_of = {op: k.func for k in result.kernels for op in k.ops}
         self.query_one(GraphView).set_timing(op_times(result.kernels, result.kernel_times), kernel_of)
         self._update_clusters()
@@ -263,13 +285,16 @@ class WorkbenchApp(App):
     # --- actions -----------------------------------------------------------------------
 
     def action_tab(self, tab: str, then=None) -> None:
+        targets = {"graph": (GraphCanvas,), "blocks": (BlockGridWidget,), "fusion": (FusionTable,),
+                   "timing": (KernelTable, ResourceTable)}.get(tab, ())  # the first one shown gets focus
+        if not targets:  # else focus moves on to a neighbour in the hidden pane, which shows it again
+            self.set_focus(None)
         self.query_one(TabbedContent).active = tab
-        target = {"graph": GraphCanvas, "blocks": BlockGridWidget, "fusion": FusionTable,
-                  "timing": KernelTable}.get(tab)
 
         def focus() -> None:  # once the pane is shown: hidden widgets refuse focus
-            if target is not None:
-                self.query(target).first().focus()
+            shown = [w for cls in targets for w in self.query(cls) if w.display]
+            if shown:
+                shown[0].focus()
             if then is not None:
                 then()
 
@@ -304,6 +329,41 @@ class WorkbenchApp(App):
         self.action_tab("compile")
         self.compile_model(kind, fusion_plan, policy)
 
+    def action_switch_target(self, name: str | None = None) -> None:
+        """Analyse and compile for `name` (default: the next target of the engine's table):
+        the views of the old target are emptied and the analyses run again. A plan with unsaved
+        choices is kept in memory for its target (each target has its own plan file)."""
+        name = name or self.analyses.next_target()
+        if name == self.analyses.target:
+            self.notify(f"already on {name}")
+            return
+        if self.query_one(CompilePanel).running:
+            self.notify("a compile is running (x: cancel it first)", severity="warning")
+            return
+        old = self.analyses.target
+        if isinstance(self.plan, PlanState) and self.plan.dirty:
+            self._unsaved_plans[old] = self.plan
+            self.notify(f"the {old} plan has unsaved choices: kept for when you switch back (ctrl+s there "
+                        f"saves it to {self.plan.path})", title="fusion plan", timeout=8)
+        self.analyses.switch_target(name)
+        self._generation += 1
+        self.plan, self.block_report, self.kernels = None, None, ()
+        self.results = {"before": None, "after": None}
+        self._show_target()
+        waiting = f"analysing for {self.analyses.describe_target()}…"
+        self.query_one(BlocksView).reset(f"block dependencies: {waiting}")
+        self.query_one(FusionPane).reset(f"fusion plan: {waiting}")
+        self.query_one(TimingView).reset()
+        self.query_one(CompilePanel).reset()
+        if self.graph is not None:
+            self.query_one(GraphView).set_timing({}, {})
+            self._update_clusters()
+        if self.session is not None:
+            self.sub_title = f"{self.graph.model}: {self.graph.summary().ops} ops"
+            self.analyse(self.session, self._generation, self._unsaved_plans.pop(name, None))
+        self.notify(f"target {self.analyses.describe_target()}: a block is one {self.analyses.block_axis}",
+                    title="target switched")
+
     def action_cancel_compile(self) -> None:
         if self.query_one(CompilePanel).running:
             self._cancel.set()
@@ -334,15 +394,18 @@ class WorkbenchApp(App):
 
     def action_reload_plan(self) -> None:
         if self.session is not None:
-            self.post_message(events.PlanReady(self.analyses.load_or_propose(self.session)))
+            self.post_message(events.PlanReady(self.analyses.load_or_propose(self.session),
+                                               generation=self._generation))
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
 
     def action_help(self) -> None:
         scopes = [("everywhere", WorkbenchApp), ("graph", GraphView), ("graph", GraphCanvas),
-                  ("fusion", FusionTable), ("timing", KernelTable), ("blocks", BlockGridWidget)]
-        rows = key_rows(scopes) + [("everywhere", "ctrl+p", "command palette"),
+                  ("fusion", FusionTable), ("timing", KernelTable), ("blocks", EdgeTable),
+                  ("blocks", BlockGridWidget)]
+        rows = key_rows(scopes) + [("blocks", "enter", "on an edge: pick its consumer's blocks"),
+                                   ("everywhere", "ctrl+p", "command palette (Switch target to …)"),
                                    ("everywhere", "ctrl+q", "quit"),
                                    ("everywhere", "tab / shift+tab", "move focus between widgets")]
         self.push_screen(HelpScreen(rows))
@@ -360,10 +423,18 @@ class WorkbenchApp(App):
                 ("Toggle light/dark", "switch the theme (d)", self.action_toggle_theme),
                 ("Show keys", "every key binding (?)", self.action_help)):
             yield SystemCommand(title, help_text, callback)
+        for name in target_names():
+            if name != self.analyses.target:
+                yield SystemCommand(f"Switch target to {name}", f"analyse and compile for {name}: a block is one "
+                                    f"{target_info(name).block_axis} (T)",
+                                    lambda n=name: self.action_switch_target(n))
         for tab in TABS:
             yield SystemCommand(f"Go to {tab}", f"switch to the {tab} view", lambda t=tab: self.action_tab(t))
 
     # --- derived views -----------------------------------------------------------------
+
+    def _show_target(self) -> None:
+        self.title = f"blockwise [{self.analyses.describe_target()}]"
 
     def _clusters(self) -> tuple[ClusterSpec, ...]:
         """Kernels as built first, then approved, proposed and rejected decisions: where two
@@ -387,7 +458,9 @@ class WorkbenchApp(App):
         if note:  # the engine measured each decision in the apply step
             self.query_one(FusionPane).update_rows(self.plan.rows, note)
             if result.fusion.policy == FusionPolicy.MEASURED_WINNERS.value:
-                self.notify(f"approved the measured winners: {', '.join(r.id for r in self.plan.approved) or 'none'} "
+                how = ("measured winners" if any(v is not None for v in self.plan.measured.values())
+                       else "winners by estimate (no device to measure on)")
+                self.notify(f"approved the {how}: {', '.join(r.id for r in self.plan.approved) or 'none'} "
                             "(ctrl+s saves the plan)", title="fusion")
             return
         before, after = self.results["before"], self.results["after"]

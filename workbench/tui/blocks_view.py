@@ -14,6 +14,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from workbench.tui.facts import BlockDepsReport, BlockGrid, EdgeDeps, Unavailable
+from workbench.tui.keys import ROW_KEYS
 
 MAX_DRAWN = 4096  # blocks drawn per grid; larger grids show their first blocks
 
@@ -98,6 +99,10 @@ class BlockGridWidget(Widget, can_focus=True):
 
 
 class EdgeTable(DataTable):
+    """Kernel edges; the highlighted one is shown, enter moves to its consumer's blocks."""
+
+    BINDINGS = ROW_KEYS
+
     class EdgeChosen(Message):
         def __init__(self, key: str) -> None:
             super().__init__()
@@ -110,8 +115,12 @@ class EdgeTable(DataTable):
         for name in ("producer", "consumer", "class", "blocks"):
             self.add_column(name, key=name)
 
-    def show(self, edges) -> None:
+    def show(self, edges, unit: str = "block") -> None:
+        """`unit`: what a block is on the analysed target (the last column says "blockIdx p→c")."""
         self.clear()
+        column = self.columns["blocks"]
+        column.label = Text(f"{unit} p→c")
+        column.content_width = max(column.content_width, column.label.cell_len)  # rows only widen it
         for e in edges:
             self.add_row(e.producer.kernel, e.consumer.kernel, e.edge_class,
                          f"{e.producer.count}→{e.consumer.count}", key=e.key)
@@ -153,6 +162,16 @@ class BlocksView(Horizontal):
         if self.report is None:
             self.query_one("#edge-title", Static).update(f"block dependencies: analysing edge {done}/{total}…")
 
+    def reset(self, what: str) -> None:
+        """Forget the report (the target changed): empty grids, `what` as the title."""
+        self.report, self.edge = None, None
+        self.query_one(EdgeTable).show(())
+        for grid in self.query(BlockGridWidget):
+            grid.show(None)
+        for title in ("#consumer-title", "#producer-title"):
+            self.query_one(title, Static).update("")
+        self.query_one("#edge-title", Static).update(what)
+
     def set_report(self, report: BlockDepsReport | Unavailable) -> None:
         title = self.query_one("#edge-title", Static)
         if isinstance(report, Unavailable):
@@ -160,7 +179,7 @@ class BlocksView(Horizontal):
             title.update(Text.assemble(("Block dependency analysis not available: ", "bold red"), report.reason))
             return
         self.report = report
-        self.query_one(EdgeTable).show(report.edges)
+        self.query_one(EdgeTable).show(report.edges, report.unit)
         if not report.edges:
             title.update(Text(report.note or "no kernel-to-kernel edges in this model"))
         elif self.edge is None:
@@ -173,28 +192,30 @@ class BlocksView(Horizontal):
         if edge is None:
             return
         self.edge = edge
+        unit = self.report.unit
         text = Text.assemble((edge.title, "bold"), "   class ", (edge.edge_class, "bold magenta"))
         if edge.tensor:
             text.append(f"   tensor {edge.tensor}")
+        if self.report.block_axis:
+            text.append(f"\n  target {self.report.target}: a block is one {self.report.block_axis}", style="dim")
         for name, value in edge.figures:
             text.append(f"\n  {name}: {value}")
         self.query_one("#edge-title", Static).update(text)
         self.query_one("#consumer-title", Static).update(
-            f"consumer {edge.consumer.kernel}: {edge.consumer.count} blocks {_dims(edge.consumer)}"
-            "  (arrows/hjkl or click: pick a block)")
-        self.query_one("#producer-title", Static).update(
-            f"producer {edge.producer.kernel}: {edge.producer.count} blocks {_dims(edge.producer)}")
+            f"consumer {edge.consumer.kernel}: {_count(edge.consumer, unit)} {_dims(edge.consumer)}"
+            f"  (arrows/hjkl or click: pick a {unit})")
         self.query_one("#consumer", BlockGridWidget).show(edge.consumer, cursor=0)
         self.select_block(0)
 
     def select_block(self, index: int) -> None:
-        if self.edge is None:
+        if self.edge is None or self.report is None:
             return
+        unit = self.report.unit
         needs = self.edge.needs(index)
         self.query_one("#producer", BlockGridWidget).show(self.edge.producer, lit=needs)
         self.query_one("#producer-title", Static).update(
-            f"producer {self.edge.producer.kernel}: {self.edge.producer.count} blocks "
-            f"{_dims(self.edge.producer)}   consumer block {index} needs {len(needs)}")
+            f"producer {self.edge.producer.kernel}: {_count(self.edge.producer, unit)} "
+            f"{_dims(self.edge.producer)}   consumer {unit} {index} needs {len(needs)}")
 
     def select_for_op(self, op_id: str) -> None:
         """Show the first edge into the kernel computing `op_id` (else out of it)."""
@@ -211,9 +232,24 @@ class BlocksView(Horizontal):
     def on_edge_table_edge_chosen(self, event: EdgeTable.EdgeChosen) -> None:
         self.show_edge(event.key)
 
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """enter on an edge: pick its consumer's blocks (arrows/hjkl), shift+tab goes back."""
+        event.stop()
+        self.query_one("#consumer", BlockGridWidget).focus()
+
     def on_block_grid_widget_block_selected(self, event: BlockGridWidget.BlockSelected) -> None:
         self.select_block(event.index)
 
 
+def _count(grid: BlockGrid, unit: str) -> str:
+    """"25 blocks" when a block is not named, else "25 × blockIdx"."""
+    return f"{grid.count} blocks" if unit == "block" else f"{grid.count} × {unit}"
+
+
 def _dims(grid: BlockGrid) -> str:
-    return "(" + "×".join(str(d) for d in grid.dims) + ")" if grid.dims else ""
+    """"(5×5)", or with the axis names "(blockIdx.y 5 × blockIdx.x 5)"."""
+    if not grid.dims:
+        return ""
+    if len(grid.axes) == len(grid.dims):
+        return "(" + " × ".join(f"{a} {d}" for a, d in zip(grid.axes, grid.dims)) + ")"
+    return "(" + "×".join(str(d) for d in grid.dims) + ")"

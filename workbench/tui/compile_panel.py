@@ -11,6 +11,9 @@ _STATUS = {"start": ("running", "yellow"), "done": ("done", "green"), "skip": ("
            "fail": ("failed", "bold red"), "cancelled": ("cancelled", "red"), "wait": ("waiting", "dim")}
 
 
+_IDLE = "No compile yet.  c: compile (before the plan)   C: compile with the approved plan   x: cancel"
+
+
 class StageRow:
     """The widgets of one stage (not a widget: lives inside the panel's grid)."""
 
@@ -55,10 +58,17 @@ class CompilePanel(Vertical):
         self.title = ""
 
     def compose(self) -> ComposeResult:
-        yield Static("No compile yet.  c: compile (before the plan)   C: compile with the approved "
-                     "plan   x: cancel", id="title")
+        yield Static(_IDLE, id="title")
         yield Grid(id="stages")
         yield Static("", id="outcome")
+
+    def reset(self) -> None:
+        """No compile (the target changed): the rows wait, the outcome is empty."""
+        self.title = ""
+        self.query_one("#title", Static).update(_IDLE)
+        self.query_one("#outcome", Static).update("")
+        for row in self.rows.values():
+            row.update("wait")
 
     def start(self, title: str, stages: list[str]) -> None:
         """Reset the rows (mounted once: re-mounting from an App handler can deadlock)."""

@@ -18,6 +18,7 @@ from engine.events import CompileOptions, FusionPolicy
 from engine.files import write_atomic
 from engine.parallel.outcome import DecisionResult
 from engine.parallel.plan import DecisionStatus, FusionDecision, FusionPlan
+from engine.session import target_info, target_names
 from workbench.present.blockdeps import edge_figures, model_figures
 from workbench.present.fusion import decision_result, outcome_summary, saved_ms
 from workbench.present.plan import decision_cells
@@ -29,23 +30,62 @@ if TYPE_CHECKING:
 
 
 class EngineAnalyses:
-    """Block dependencies and the fusion plan of one TUI session's model."""
+    """Block dependencies, the fusion plan and the compile options of one TUI session's
+    model, for one target at a time (`switch_target` moves to another).
 
-    target = CompileOptions().target  # the TUI analyses and compiles for this machine's CPU
+    `plan_path` (--plan) and `arch` (--arch) belong to the target they were given with: another
+    target has its own plan file (out/MODEL-TARGET/plan.json) and its default arch, so a plan
+    of one target is never saved over another's."""
 
-    def __init__(self, plan_path: str | None = None) -> None:
-        self.plan_file = plan_path
+    def __init__(self, plan_path: str | None = None, target: str | None = None, arch: str | None = None) -> None:
+        self.target = target or CompileOptions().target  # default: this machine's CPU
+        self.plan_files: dict[str, str] = {self.target: plan_path} if plan_path else {}
+        self.archs: dict[str, str] = {self.target: arch} if arch else {}
+
+    # --- the target ----------------------------------------------------------------------
+
+    @property
+    def arch(self) -> str | None:
+        return self.archs.get(self.target)
+
+    @property
+    def block_axis(self) -> str:
+        """What a block is on this target (cuda: blockIdx; llvm: a chunk of the parallel loop)."""
+        return target_info(self.target).block_axis
+
+    def describe_target(self) -> str:
+        """`cuda` or `cuda --arch sm_80`: for the header."""
+        return self.target + (f" --arch {self.arch}" if self.arch else "")
+
+    def next_target(self) -> str:
+        """The target after this one in the engine's table (llvm -> cuda -> llvm)."""
+        names = target_names()
+        return names[(names.index(self.target) + 1) % len(names)] if self.target in names else names[0]
+
+    def switch_target(self, name: str) -> None:
+        if name not in target_names():
+            raise ValueError(f"unknown target '{name}'; known: {', '.join(target_names())}")
+        self.target = name
+
+    def compile_options(self, **kwargs) -> CompileOptions:
+        """CompileOptions for this target and arch (kwargs: runs, plan, fusion_policy, ...)."""
+        return CompileOptions(target=self.target, arch=self.arch, **kwargs)
+
+    def ran_on_device(self, result: CompileResult) -> bool:
+        """True when the compile verified (and timed) on the target's device, not in host emulation."""
+        return result.ran_on == target_info(result.target).device_kind
 
     # --- block dependencies ------------------------------------------------------------
 
     def block_deps(self, session: Session, progress: Callable[[int, int], None] | None = None
                    ) -> BlockDepsReport | Unavailable:
         try:
-            deps = session.block_deps(self.target, progress=progress)
+            deps = session.block_deps(self.target, self.arch, progress=progress)
         except BlockwiseError as err:
             return Unavailable(str(err))
         return BlockDepsReport(tuple(_edge_deps(e) for e in deps.edges), model_figures(deps),
-                               "; ".join(deps.notes), handle=deps)
+                               "; ".join(deps.notes), handle=deps, target=self.target,
+                               block_axis=self.block_axis)
 
     def block_graph_dot(self, session: Session, report: BlockDepsReport, edge_key: str | None) -> str:
         edge = next((e.handle for e in report.edges if e.key == edge_key), None)
@@ -54,8 +94,10 @@ class EngineAnalyses:
     # --- fusion plan ---------------------------------------------------------------------
 
     def plan_path(self, session: Session) -> str:
-        """The plan JSON: --plan, else out/MODEL-TARGET/plan.json (next to the compile report)."""
-        return self.plan_file or str(Path("out") / f"{session.model.name}-{self.target}" / "plan.json")
+        """The plan JSON of this target: --plan (given with this target), else
+        out/MODEL-TARGET/plan.json (next to the compile report)."""
+        return self.plan_files.get(self.target) or str(Path("out") / f"{session.model.name}-{self.target}"
+                                                       / "plan.json")
 
     def load_or_propose(self, session: Session, path: str | None = None) -> PlanState | Unavailable:
         """The saved plan when it fits the model's kernels, else a fresh proposal."""
@@ -63,14 +105,15 @@ class EngineAnalyses:
         note = ""
         if Path(path).is_file():
             try:
-                return _plan_state(session.load_plan(path, self.target), path, f"loaded {path}")
+                return _plan_state(session.load_plan(path, self.target, self.arch), path, f"loaded {path}",
+                                   self.target)
             except PlanError as err:
                 note = f"{err}; proposed a new plan instead"
         try:
-            proposal = session.propose(self.target)
+            proposal = session.propose(self.target, self.arch)
         except BlockwiseError as err:
             return Unavailable(str(err))
-        return _plan_state(proposal.plan, path, note or "proposed (not saved yet)")
+        return _plan_state(proposal.plan, path, note or "proposed (not saved yet)", self.target)
 
     def set_status(self, plan: PlanState, ids, status: DecisionStatus) -> list[str]:
         """Record choices; returns why some could not be approved (the engine rejected them)."""
@@ -113,8 +156,9 @@ class EngineAnalyses:
         return outcome_summary(outcome)
 
 
-def _plan_state(engine_plan: FusionPlan, path: str, note: str) -> PlanState:
-    return PlanState([_row(d) for d in engine_plan.decisions], path, handle=engine_plan, note=note)
+def _plan_state(engine_plan: FusionPlan, path: str, note: str, target: str) -> PlanState:
+    return PlanState([_row(d) for d in engine_plan.decisions], path, handle=engine_plan, note=note,
+                     target=target)
 
 
 def _row(d: FusionDecision, measured_ms: float | None = None, result: str = "") -> DecisionRow:
@@ -124,7 +168,7 @@ def _row(d: FusionDecision, measured_ms: float | None = None, result: str = "") 
 
 
 def _grid(ref: KernelRef, grid: KernelGrid) -> BlockGrid:
-    return BlockGrid(ref.describe(), grid.shape, ref.ops)
+    return BlockGrid(ref.describe(), grid.shape, ref.ops, tuple(d.name for d in grid.dims) or (grid.axis.value,))
 
 
 def _edge_deps(e: EdgeBlockMap) -> EdgeDeps:

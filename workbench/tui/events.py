@@ -17,29 +17,38 @@ class OpenFailed(Message):
         self.error = error
 
 
-class KernelsReady(Message):
+class AnalysisMessage(Message):
+    """A result of the analyses of one target: `generation` counts the target switches, so a
+    result that arrives after the user switched target is dropped, not shown under the new one."""
+
+    def __init__(self, generation: int = 0) -> None:
+        super().__init__()
+        self.generation = generation
+
+
+class KernelsReady(AnalysisMessage):
     """The scheduled module's kernels (fused-kernel clusters), before any build."""
 
-    def __init__(self, kernels) -> None:
-        super().__init__()
+    def __init__(self, kernels, generation: int = 0) -> None:
+        super().__init__(generation)
         self.kernels = kernels
 
 
-class BlockDepsProgress(Message):
-    def __init__(self, done: int, total: int) -> None:
-        super().__init__()
+class BlockDepsProgress(AnalysisMessage):
+    def __init__(self, done: int, total: int, generation: int = 0) -> None:
+        super().__init__(generation)
         self.done, self.total = done, total
 
 
-class BlockDepsReady(Message):
-    def __init__(self, report) -> None:
-        super().__init__()
+class BlockDepsReady(AnalysisMessage):
+    def __init__(self, report, generation: int = 0) -> None:
+        super().__init__(generation)
         self.report = report
 
 
-class PlanReady(Message):
-    def __init__(self, plan, note: str = "") -> None:
-        super().__init__()
+class PlanReady(AnalysisMessage):
+    def __init__(self, plan, note: str = "", generation: int = 0) -> None:
+        super().__init__(generation)
         self.plan, self.note = plan, note
 
 

@@ -25,6 +25,7 @@ class BlockGrid:
     kernel: str
     dims: tuple[int, ...]  # e.g. (rows, cols); count = product
     ops: tuple[str, ...] = ()
+    axes: tuple[str, ...] = ()  # the grid's axis names (blockIdx.y, blockIdx.x; a parallel loop's variable)
 
     @property
     def count(self) -> int:
@@ -62,6 +63,13 @@ class BlockDepsReport:
     figures: tuple[tuple[str, str], ...] = ()
     note: str = ""
     handle: object = field(default=None, repr=False, compare=False)  # the engine's result
+    target: str = ""  # the target whose schedules were analysed
+    block_axis: str = ""  # what a block is there (the target row's block_axis: "blockIdx", "chunk of ...")
+
+    @property
+    def unit(self) -> str:
+        """One block, in a word: "blockIdx" (cuda), "chunk" (llvm), "block" when not said."""
+        return self.block_axis.split()[0] if self.block_axis else "block"
 
 
 @dataclass(frozen=True)
@@ -82,8 +90,9 @@ class PlanState:
     """The fusion plan as the TUI sees it: rows, plus the adapter's handle on the real plan."""
 
     rows: list[DecisionRow]
-    path: str  # the JSON file shared with the CLI
+    path: str  # the JSON file shared with the CLI (one per target)
     handle: object = field(repr=False, default=None)
+    target: str = ""  # the target the plan's kernels were scheduled for
     dirty: bool = False
     note: str = ""  # where it came from (loaded, proposed, why a saved one did not fit)
     measured: dict = field(default_factory=dict)  # decision id -> ms saved, from the last plan compile

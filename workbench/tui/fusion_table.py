@@ -14,6 +14,7 @@ from textual.widgets import DataTable
 
 from engine.parallel.plan import DecisionStatus
 from workbench.tui.facts import DecisionRow
+from workbench.tui.keys import ROW_KEYS
 
 _STATUS_STYLE = {DecisionStatus.PROPOSED: "yellow", DecisionStatus.APPROVED: "bold green",
                  DecisionStatus.REJECTED: "red"}
@@ -26,6 +27,7 @@ class FusionTable(DataTable):
         Binding("A", "set_all('approved')", "Approve all"),
         Binding("R", "set_all('rejected')", "Reject all"),
         Binding("u", "set_status('proposed')", "Undecide", show=False),
+        *ROW_KEYS,
     ]
 
     class DecisionChanged(Message):
@@ -48,7 +50,7 @@ class FusionTable(DataTable):
         self.add_column("kind", key="kind")
         self.add_column("members", key="members", width=52)
         self.add_column("evidence", key="evidence", width=40)
-        self.add_column("est. gain", key="est")
+        self.add_column("estimated gain", key="est")
         self.add_column("measured", key="measured")
         self.add_column("status", key="status")
 

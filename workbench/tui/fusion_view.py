@@ -34,6 +34,13 @@ class FusionPane(Vertical):
     def table(self) -> FusionTable:
         return self.query_one(FusionTable)
 
+    def reset(self, what: str) -> None:
+        """Forget the plan (the target changed): an empty table, `what` as the state line."""
+        self.plan = None
+        self.table.set_rows([])
+        self.show_decision(None)
+        self.query_one("#plan-state", Static).update(what)
+
     def set_plan(self, plan: PlanState | Unavailable, graph) -> None:
         self.graph = graph
         state = self.query_one("#plan-state", Static)
@@ -53,7 +60,8 @@ class FusionPane(Vertical):
         text = Text.assemble(
             (f"{len(self.plan.rows)} decisions", "bold"),
             f": {counts[DecisionStatus.APPROVED]} approved, {counts[DecisionStatus.REJECTED]} rejected, "
-            f"{counts[DecisionStatus.PROPOSED]} undecided   plan file {self.plan.path}",
+            f"{counts[DecisionStatus.PROPOSED]} undecided   "
+            + (f"target {self.plan.target}   " if self.plan.target else "") + f"plan file {self.plan.path}",
             (" (unsaved: ctrl+s)" if self.plan.dirty else "", "yellow"),
             "\na/r approve/reject, A/R all, u undecide   C: compile with the approved decisions")
         for line in (self.plan.note, note):

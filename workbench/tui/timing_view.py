@@ -11,6 +11,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
+from workbench.tui.keys import ROW_KEYS
+
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
 
 # (header, KernelTime attribute, format); nsys `cuda_gpu_kern_sum` order.
@@ -41,6 +43,16 @@ def bar_chart(kernel_times, scale_ms: float, width: int = 40, top: int = 15, nam
     return out
 
 
+NOT_TIMED = "verified in host emulation — not timed (no GPU)"
+PTXAS = "registers/smem/spills: from ptxas"
+OCCUPANCY = "occupancy: theoretical (estimated)"
+
+# The kernel last (as in KernelTable): the figures stay in view, a long name is cut. Where
+# each figure comes from is said above the table (PTXAS, OCCUPANCY) and in the headers.
+RESOURCE_HEADERS = ("Regs", "Smem B", "Local B", "Spill st/ld B", "Threads", "Occ. (est.)", "Limiter (est.)",
+                    "Kernel")
+
+
 @dataclass(frozen=True)
 class TimingRun:
     """What a timing panel shows about one compile."""
@@ -52,21 +64,61 @@ class TimingRun:
     launches: int
     verified: str
     notes: tuple[str, ...] = ()
+    measured_on: str | None = None  # the device the times were measured on; None: not timed there
+    emulated: bool = False  # verified in host emulation (no device): nothing was timed
+    resources: tuple = ()  # engine KernelResources per kernel (ptxas figures), when the target reports them
 
 
-def run_of(result, title: str) -> TimingRun:
+def run_of(result, title: str, on_device: bool) -> TimingRun:
+    """`on_device`: the compile ran on the target's device (EngineAnalyses.ran_on_device)."""
     v = result.verification
-    return TimingRun(title, tuple(result.kernel_times),
-                     result.latency.median_ms if result.latency else None,
-                     result.onnxruntime_latency.median_ms if result.onnxruntime_latency else None,
+    timed = on_device and result.latency is not None
+    return TimingRun(title, tuple(result.kernel_times) if on_device else (),
+                     result.latency.median_ms if timed else None,
+                     result.onnxruntime_latency.median_ms if timed and result.onnxruntime_latency else None,
                      result.launches, v.summary() if v is not None else "not verified",
-                     tuple(result.notes))
+                     tuple(result.notes), measured_on=result.ran_on if timed else None,
+                     emulated=not on_device, resources=tuple(result.kernel_resources))
+
+
+def resource_cells(r) -> list[str]:
+    """One engine KernelResources as the table's cells, in RESOURCE_HEADERS order ("—" where a
+    figure is unknown)."""
+    def known(value, fmt: str = "{}") -> str:
+        return "—" if value is None else fmt.format(value)
+
+    return [str(r.registers), str(r.shared_bytes), str(r.local_bytes), f"{r.spill_stores}/{r.spill_loads}",
+            known(r.threads_per_block), known(r.occupancy, "{:.0%}"),
+            known(r.limiter.value if r.limiter is not None else None), r.kernel]
+
+
+class ResourceTable(DataTable):
+    """Per-kernel resources from the target's assembler (registers, shared and local memory,
+    spills) and the occupancy estimated from them; each header says where its value comes from."""
+
+    BINDINGS = ROW_KEYS
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(zebra_stripes=True, cursor_type="row", **kwargs)
+
+    def on_mount(self) -> None:
+        for header in RESOURCE_HEADERS:
+            self.add_column(header)
+
+    def show(self, resources) -> None:
+        self.clear()
+        for r in resources:
+            cells = resource_cells(r)
+            spills = r.spill_stores > 0 or r.spill_loads > 0
+            numbers = [Text(c, justify="right", style="bold red" if i == 3 and spills else "")
+                       for i, c in enumerate(cells[:-2])]
+            self.add_row(*numbers, cells[-2], cells[-1])
 
 
 class KernelTable(DataTable):
     """Per-kernel rows; `o` cycles the sort column, `O` reverses, clicking a header sorts."""
 
-    BINDINGS = [Binding("o", "cycle_sort", "Sort"), Binding("O", "reverse_sort", "Reverse", show=False)]
+    BINDINGS = [Binding("o", "cycle_sort", "Sort"), Binding("O", "reverse_sort", "Reverse", show=False), *ROW_KEYS]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(zebra_stripes=True, cursor_type="row", **kwargs)
@@ -140,6 +192,7 @@ class TimingPanel(Vertical):
         if run is None:
             summary.update(self.empty)
             table.show(())
+            table.display = True
             chart.update("")
             return
         text = Text()
@@ -150,18 +203,47 @@ class TimingPanel(Vertical):
             if other is not None and other.latency_ms:
                 delta = other.latency_ms / run.latency_ms
                 text.append(f"   {delta:.2f}x vs before", style="green" if delta >= 1 else "red")
+            text.append(f"\nlatency and kernel times measured on {run.measured_on}", style="dim")
+        elif run.emulated:
+            text.append(NOT_TIMED, style="bold yellow")
         else:
             text.append("no timing", style="bold")
         text.append(f"\n{run.launches} launches   {run.verified}")
         for note in run.notes:
             text.append(f"\nnote: {note}", style="dim")
         summary.update(text)
+        table.display = not run.emulated  # nothing was timed: no empty table of zeros
         table.show(run.kernel_times)
-        chart.update(bar_chart(run.kernel_times, scale_ms) if run.kernel_times else Text("no kernel times"))
+        if run.kernel_times:
+            chart.update(bar_chart(run.kernel_times, scale_ms))
+        else:
+            chart.update(Text("no kernel times: " + (NOT_TIMED if run.emulated else "timing did not run"),
+                              style="dim"))
+
+class ResourcesPanel(Vertical):
+    """The kernel resources of the latest compile that reported them, across the whole width
+    (kernel names are long); hidden when there are none."""
+
+    DEFAULT_CSS = """
+    ResourcesPanel { height: auto; max-height: 50%; border: round $primary 50%; padding: 0 1; }
+    ResourcesPanel .resources-title { height: auto; }
+    ResourcesPanel ResourceTable { height: auto; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static("", classes="resources-title")
+        yield ResourceTable()
+
+    def show(self, run: TimingRun | None) -> None:
+        resources = run.resources if run is not None else ()
+        self.display = bool(resources)
+        self.border_title = f"kernel resources: the compile {run.title} the plan" if resources else ""
+        self.query_one(".resources-title", Static).update(f"{PTXAS}   {OCCUPANCY}" if resources else "")
+        self.query_one(ResourceTable).show(resources)
 
 
-class TimingView(Horizontal):
-    DEFAULT_CSS = "TimingView { height: 1fr; }"
+class TimingView(Vertical):
+    DEFAULT_CSS = "TimingView { height: 1fr; } TimingView #runs { height: 1fr; }"
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -169,8 +251,20 @@ class TimingView(Horizontal):
         self.after: TimingRun | None = None
 
     def compose(self) -> ComposeResult:
-        yield TimingPanel("before the plan", "not compiled yet: press c to compile", id="before")
-        yield TimingPanel("after the plan", "no plan compile yet: approve decisions (3), then C", id="after")
+        with Horizontal(id="runs"):
+            yield TimingPanel("before the plan", "not compiled yet: press c to compile", id="before")
+            yield TimingPanel("after the plan", "no plan compile yet: approve decisions (3), then C", id="after")
+        yield ResourcesPanel()
+
+    def on_mount(self) -> None:
+        self.query_one(ResourcesPanel).show(None)
+
+    def reset(self) -> None:
+        """No runs (the target changed)."""
+        self.before = self.after = None
+        self.query_one("#before", TimingPanel).show(None, 0.0)
+        self.query_one("#after", TimingPanel).show(None, 0.0)
+        self.query_one(ResourcesPanel).show(None)
 
     def set_run(self, which: str, run: TimingRun) -> None:
         setattr(self, which, run)
@@ -178,3 +272,4 @@ class TimingView(Horizontal):
         scale = max(times, default=0.0)
         self.query_one("#before", TimingPanel).show(self.before, scale)
         self.query_one("#after", TimingPanel).show(self.after, scale, self.before)
+        self.query_one(ResourcesPanel).show(run)
