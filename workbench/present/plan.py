@@ -91,7 +91,8 @@ def decision_cells(d: FusionDecision, result: str = "") -> DecisionCells:
             facts.append("reorder needed")
         facts.extend(f"dropped {x}" for x in ev.dropped)
     members = ", ".join(f"{m.signature}×{m.chunks}" if m.chunks else m.signature for m in d.members)
-    util = f"; cores busy {g.utilisation_before:.0%} -> {g.utilisation_after:.0%}"
+    where = "SMs" if g.threads_per_block else "cores"
+    util = f"; {where} busy {g.utilisation_before:.0%} -> {g.utilisation_after:.0%} (estimated)"
     if g.threads_per_block:
         util += f"; {launch_text(g)}"
     if g.reread_bytes:
