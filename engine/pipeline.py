@@ -98,6 +98,8 @@ class CompileResult:
     kernel_resources: tuple[KernelResources, ...] = ()  # per compiled kernel (cuda: from ptxas)
     executable: object = field(repr=False, default=None)
     module: tvm.IRModule | None = field(repr=False, default=None)
+    # a run stopped early (options.stop_after): what compile_model(start=...) continues from
+    resumable: CompileContext | None = field(repr=False, default=None)
 
     @property
     def launches(self) -> int:
@@ -106,10 +108,16 @@ class CompileResult:
 
 def compile_model(model: Model, graph: OperatorGraph, options: CompileOptions,
                   progress: ProgressFn | None = None,
-                  cancel: threading.Event | None = None) -> CompileResult:
-    """Run every stage; raises BlockwiseError subclasses with one-line messages."""
+                  cancel: threading.Event | None = None, start: CompileResult | None = None) -> CompileResult:
+    """Run every stage; raises BlockwiseError subclasses with one-line messages. `start`: a
+    run of this model stopped after the schedule stage or earlier, with the same target, arch
+    and tuning: its stages are not run again (recorded as skipped, "reused") and the next ones
+    continue from its context."""
     progress = progress or (lambda event: None)
     ctx = CompileContext(model, graph, get_target(options.target), options, progress)
+    reused = _reused_stages(start, ctx)
+    if reused:
+        ctx = replace(start.resumable, options=options, progress=progress, notes=list(start.resumable.notes))
     records: list[StageRecord] = []
 
     def record(stage: Stage, status: StageStatus, seconds: float = 0.0, message: str = "") -> None:
@@ -119,7 +127,7 @@ def compile_model(model: Model, graph: OperatorGraph, options: CompileOptions,
     for stage, run in _STAGE_FUNCS:
         if cancel is not None and cancel.is_set():
             raise Cancelled(f"compile cancelled before stage '{stage.value}'")
-        skip = _skip_reason(stage, options)
+        skip = "reused from an earlier run" if stage in reused else _skip_reason(stage, options)
         if skip:
             record(stage, StageStatus.SKIP, message=skip)
             continue
@@ -144,7 +152,23 @@ def compile_model(model: Model, graph: OperatorGraph, options: CompileOptions,
         onnxruntime_latency=ctx.ort_latency, verification=ctx.verification, ran_on=ctx.ran_on,
         notes=tuple(ctx.notes), fusion=ctx.fusion, tuning=tuning.report if tuning else None,
         cotuned=tuning.cotuned if tuning else (), kernel_resources=ctx.kernel_resources,
-        executable=ctx.executable, module=ctx.mod)
+        executable=ctx.executable, module=ctx.mod, resumable=ctx if options.stop_after else None)
+
+
+def _reused_stages(start: CompileResult | None, ctx: CompileContext) -> set[Stage]:
+    """The stages `start` ran that a compile with ctx's model and options may reuse."""
+    if start is None:
+        return set()
+    was = start.resumable
+
+    def read(o: CompileOptions) -> tuple:  # what import, fuse and schedule read of the options
+        return o.target, o.arch, o.tuning
+
+    if (was is None or was.model is not ctx.model or read(was.options) != read(ctx.options)
+            or STAGES.index(start.stages[-1].stage) > STAGES.index(Stage.SCHEDULE)):
+        raise InternalError("compile_model(start=...): not a run of this model stopped by the schedule "
+                            "stage with the same target, arch and tuning")
+    return {r.stage for r in start.stages}
 
 
 def _skip_reason(stage: Stage, options: CompileOptions) -> str:

@@ -72,13 +72,18 @@ class Session:
     # --- compiling ----------------------------------------------------------------------
 
     def compile(self, options: CompileOptions | None = None, progress: ProgressFn | None = None,
-                cancel: threading.Event | None = None) -> "CompileResult":
+                cancel: threading.Event | None = None, reuse_schedule: bool = False) -> "CompileResult":
         """Run the compile pipeline on this session's model: options.plan's approved decisions
-        are applied, options.tuning tunes (and co-tunes) kernels."""
+        are applied, options.tuning tunes (and co-tunes) kernels. `reuse_schedule`: continue
+        from `scheduled(target, arch)` (computed once per session, shared with propose and the
+        analyses) instead of importing, fusing and scheduling again; untuned compiles only
+        (tuning changes the schedule), a tuned one schedules as usual."""
         from engine.pipeline import compile_model
 
         options = options or CompileOptions(seed=self.seed)
-        return compile_model(self.model, self.graph, options, progress=progress, cancel=cancel)
+        reuse = reuse_schedule and options.tuning is None and options.stop_after is None
+        start = self.scheduled(options.target, options.arch) if reuse else None
+        return compile_model(self.model, self.graph, options, progress=progress, cancel=cancel, start=start)
 
     def scheduled(self, target: str = "llvm", arch: str | None = None) -> "CompileResult":
         """Import, fuse and schedule only (no build): the kernels analyses look at. Cached."""

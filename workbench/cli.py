@@ -11,11 +11,11 @@ import threading
 
 from engine.errors import BlockwiseError
 from engine.files import NativeLog
-from workbench import cmd_blockdeps, cmd_compile, cmd_inspect, cmd_plan, cmd_tui
+from workbench import cmd_batch, cmd_blockdeps, cmd_compile, cmd_inspect, cmd_plan, cmd_tui
 from workbench.args import parse_shape
 
 # Each module owns one or more subcommands: `register(subparsers, model_cmd)` adds them.
-COMMAND_MODULES = (cmd_inspect, cmd_compile, cmd_tui, cmd_plan, cmd_blockdeps)
+COMMAND_MODULES = (cmd_inspect, cmd_compile, cmd_tui, cmd_plan, cmd_blockdeps, cmd_batch)
 
 
 class _Parser(argparse.ArgumentParser):

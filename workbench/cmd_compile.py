@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.events import CompileOptions, FusionPolicy, StageEvent, StageStatus
 from workbench.args import add_target_arguments, positive_int, session_from_args
@@ -10,6 +12,11 @@ from workbench.cmd_tune import add_tune_arguments, tune_options
 from workbench.outdir import claim_out_dir
 from workbench.plots import timing_chart
 from workbench.present.report import report_json, report_lines, write_report
+
+if TYPE_CHECKING:
+    from engine.parallel.plan import FusionPlan
+    from engine.pipeline import CompileResult
+    from engine.session import Session
 
 
 def register(sub, model_cmd) -> None:
@@ -50,18 +57,28 @@ def compile_cmd(args) -> int:
     options = CompileOptions(target=args.target, arch=args.arch, runs=args.runs, rtol=args.rtol,
                              atol=args.atol, seed=args.seed, plan=plan, fusion_policy=policy, tuning=tuning)
     result = session.compile(options, progress=_progress)
-    data = report_json(result, session.graph, plan)
     native = getattr(args, "native_log", None)
-    data["tvm_log"] = native.lines() if native else []  # C++ warnings, kept off the terminal
-    written = []
-    if not args.no_export:
-        written.append(session.export_library(result, out_dir))
-    if result.kernel_times:
-        written += timing_chart(result.kernel_times, f"{result.model} on {result.target}: per-kernel time",
-                                out_dir / "timing")
-    written.append(write_report(data, out_dir))  # last: its presence means the run finished
+    data, written = write_outputs(session, result, plan, out_dir, export=not args.no_export,
+                                  tvm_log=native.lines() if native else [])
     print("\n".join(report_lines(result, plan)))
     if data["tvm_log"]:
         print(f"note         TVM printed {len(data['tvm_log'])} log lines: see tvm_log in the report")
     print("wrote        " + ", ".join(str(p) for p in written))
     return 0
+
+
+def write_outputs(session: Session, result: CompileResult, plan: FusionPlan | None, out_dir: Path,
+                  export: bool = True, tvm_log: list[str] | None = None) -> tuple[dict, list[Path]]:
+    """What one compile writes into out_dir: the library, the timing charts and report.json
+    (last: its presence means the run finished). `tvm_log`: C++ warnings, kept off the
+    terminal. Returns the report data and the paths written."""
+    data = report_json(result, session.graph, plan)
+    data["tvm_log"] = list(tvm_log or [])
+    written = []
+    if export:
+        written.append(session.export_library(result, out_dir))
+    if result.kernel_times:
+        written += timing_chart(result.kernel_times, f"{result.model} on {result.target}: per-kernel time",
+                                out_dir / "timing")
+    written.append(write_report(data, out_dir))
+    return data, written
