@@ -1,10 +1,13 @@
 """Run GPU-scheduled PrimFuncs on the CPU, to check GPU schedules without a GPU.
 
-``emulate_on_cpu(mod)`` takes a module whose PrimFuncs carry block-level GPU schedules (as
-made by ``engine.schedule.gpu.schedule_module``: ``T.thread_binding`` loops over
-blockIdx/threadIdx/vthread, ``shared``/``local`` ``sblock_alloc_buffer``s) and returns a
-module that ``tvm.compile(..., target=Target({"kind": "llvm"}))`` builds and that computes
-the same values:
+``emulate_on_cpu(mod, permuted=False, seed=1)`` takes a module whose PrimFuncs carry
+block-level GPU schedules (as made by ``engine.schedule.gpu.schedule_module``:
+``T.thread_binding`` loops over blockIdx/threadIdx/vthread, ``shared``/``local``
+``sblock_alloc_buffer``s) and returns a module that
+``tvm.compile(..., target=Target({"kind": "llvm"}))`` builds and that computes the same
+values. Two modes:
+
+Serial (``permuted=False``): blocks and threads run in launch order.
 
 * every thread-bound loop becomes a serial loop over the same range, in place (the loop
   nest, and so the order of the blocks inside it, is unchanged);
@@ -12,29 +15,46 @@ the same values:
 * ``tvm_storage_sync`` calls, if any, become no-ops;
 * ``target`` function attributes are dropped (the llvm build supplies its own).
 
+It passes kernels a GPU may get wrong: a missing barrier, a race between threads, a block
+reading another block's shared memory or what another block (which on a GPU may not have
+run yet) wrote.
+
+Permuted (``permuted=True``; what CUDA verification uses, engine/targets.py): the same
+rewrite after engine/runtime/permuted.py has put the blocks of each launch, and the
+threads of each barrier-free segment of a block, in an order drawn from ``seed`` (affine
+bijections ``(a*i + c) % n``), and engine/runtime/poison.py has filled with poison (NaN
+for floats) the outputs at kernel entry (the params after a ``call_tir``'s inputs) and each
+block's footprint of its shared/local buffers at block entry. Those kernels then give NaN
+or wrong values; a correct kernel only changes its float rounding. Threads of a segment run
+as one loop, each running all the segment's thread loops before the next thread starts; a
+segment ends at an explicit ``tvm_storage_sync``, at a shared buffer written then read (TVM
+inserts a barrier there), and after a cross-thread reduction.
+
 Why running the threads one after another is right for dlight schedules: at block level a
 cooperative fetch into shared memory is written as a loop nested *inside* the outer thread
 loops and bound again to the same ``threadIdx`` tags. Made serial, that inner loop fetches
 the whole tile for every emulated thread (redundant, idempotent), so each thread finds
-the tile complete before reading it. Cross-thread reductions are reduction blocks whose
-reduction loop is thread-bound; serial, they are plain reductions. The one pattern that
-serial threads would get wrong is a re-bound inner loop *reading* a shared/local buffer
-that the outer per-thread code writes (it would read other threads' part before they ran):
-``emulate_on_cpu`` checks for it and raises ``EmulationError`` naming the kernel, as it does
-for warp-level intrinsics, tensor-core fragment scopes and already-lowered kernels
-(``launch_thread``/``thread_extent``), which it cannot emulate.
+the tile complete before reading it (in both modes: inner re-bound loops are not permuted).
+Cross-thread reductions are reduction blocks whose reduction loop is thread-bound; serial,
+they are plain reductions (permuted, thread 0, which runs the init, stays first). The one
+pattern that serial threads would get wrong is a re-bound inner loop *reading* a
+shared/local buffer that the outer per-thread code writes (it would read other threads'
+part before they ran): ``emulate_on_cpu`` checks for it and raises ``EmulationError``
+naming the kernel, as it does for warp-level intrinsics, tensor-core fragment scopes and
+already-lowered kernels (``launch_thread``/``thread_extent``), which it cannot emulate.
 """
 
 from __future__ import annotations
 
 import tvm
 import tvm_ffi
-from tvm import ir, tirx
+from tvm import ir, relax, tirx
 from tvm.s_tir import SBlock
 from tvm.tirx import _ffi_api as _tirx_api
 from tvm.tirx.buffer import is_buffer_var
 
 from engine.errors import CompileError
+from engine.runtime.permuted import permute_func
 
 __all__ = ["EmulationError", "emulate_on_cpu", "emulate_func", "thread_bound_loops"]
 
@@ -194,10 +214,19 @@ def _global_buffer(buf):
     return _tirx_api.BufferVar(buf.name, new_ty, None)
 
 
-def emulate_func(func: tirx.PrimFunc, name: str = "main") -> tirx.PrimFunc:
-    """The serial, llvm-legal version of one GPU-scheduled PrimFunc (see module doc)."""
+def emulate_func(func: tirx.PrimFunc, name: str = "main", permuted: bool = False,
+                 seed: int = 1, n_inputs: int | None = None) -> tirx.PrimFunc:
+    """The llvm-legal version of one GPU-scheduled PrimFunc (see module doc).
+
+    ``permuted``: blocks and threads in an order drawn from ``seed``, block-private memory
+    and outputs poisoned (engine/runtime/permuted.py); otherwise launch order, serially.
+    ``n_inputs`` (permuted only): the number of leading parameters that are inputs; the
+    rest are outputs and are poisoned at entry. None: the written, never read parameters.
+    """
     _check_supported(func, name)
     _check_rebinding_hazard(func, name)
+    if permuted:
+        func = permute_func(func, seed, name, n_inputs)
     remap: dict[int, ir.Var] = {}
 
     def on_var(var):
@@ -232,18 +261,43 @@ def emulate_func(func: tirx.PrimFunc, name: str = "main") -> tirx.PrimFunc:
     return new
 
 
-def emulate_on_cpu(mod: tvm.IRModule) -> tvm.IRModule:
+def emulate_on_cpu(mod: tvm.IRModule, permuted: bool = False, seed: int = 1) -> tvm.IRModule:
     """A copy of ``mod`` whose PrimFuncs compute the same values serially on the CPU.
 
+    ``permuted``/``seed``: the mode of ``emulate_func`` (permuted order, poison).
     Relax functions are kept as they are; PrimFuncs without thread bindings pass through
     (their scopes are still made global). Raises ``EmulationError`` naming the first kernel
     that cannot be emulated. Build the result with ``tvm.compile(mod, target=llvm)``.
     """
     mod = mod.clone()
+    inputs = _call_tir_inputs(mod) if permuted else {}
     updates = {}
     for gv, func in mod.functions_items():
         if isinstance(func, tirx.PrimFunc):
-            updates[gv] = emulate_func(func, gv.name_hint)
+            updates[gv] = emulate_func(func, gv.name_hint, permuted, seed, inputs.get(gv.name_hint))
     for gv, func in updates.items():
         mod[gv] = func
     return mod
+
+
+def _call_tir_inputs(mod: tvm.IRModule) -> dict[str, int]:
+    """Kernel name -> number of inputs its ``call_tir`` sites pass (the other params are
+    fresh outputs). A ``call_tir_inplace`` kernel counts all its params as inputs (its
+    outputs hold data); kernels called with differing counts, or not at all, are left out."""
+    counts: dict[str, set[int]] = {}
+
+    def on_call(call):
+        op = str(getattr(call.op, "name", ""))
+        if op not in ("relax.call_tir", "relax.call_tir_inplace") or len(call.args) < 2:
+            return
+        gv, args = call.args[0], call.args[1]
+        if op == "relax.call_tir_inplace":
+            n = len(mod[gv].params)
+        else:
+            n = len(args.fields) if isinstance(args, relax.Tuple) else 1
+        counts.setdefault(gv.name_hint, set()).add(n)
+
+    for _, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            tvm_ffi.structural_walk(func, (relax.Call, on_call))
+    return {name: next(iter(ns)) for name, ns in counts.items() if len(ns) == 1}
