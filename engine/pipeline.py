@@ -281,7 +281,8 @@ def _verify(ctx: CompileContext) -> str:
             raise CompileError(f"no {ctx.spec.device_kind} device present to run the {ctx.spec.name} build")
         ctx.ran_on, executable, dev = "host emulation", ctx.spec.host_build(ctx.mod, ctx.target), tvm.cpu()
         ctx.notes.append(f"no {ctx.spec.device_kind} device: kernels verified on the CPU with "
-                         "thread bindings turned into loops; no device timing")
+                         "blocks and threads run in a permuted order between barriers, outputs and shared "
+                         "memory poisoned; no device timing")
     vm = relax.VirtualMachine(executable, dev)
 
     def tensors(values: dict) -> tuple:

@@ -36,7 +36,7 @@ class TargetSpec:
     fusion: FusionCodegen  # horizontal and block-level vertical fusion code generators
     cost_model: Callable[[tvm.target.Target], CostModel]  # estimates of fusion gains
     # Build a scheduled module to run on this host's CPU (verification, fusion checks):
-    # the llvm build itself, or GPU kernels with thread bindings turned into loops.
+    # the llvm build itself, or GPU kernels emulated (engine.runtime.emulation, permuted order).
     host_build: Callable[[tvm.IRModule, tvm.target.Target], object]
     host_emulation: bool  # verify through host_build when the device is absent
     # (executable, target) -> a note and, where the toolchain reports them, kernel resources
