@@ -289,6 +289,31 @@ def make_vit_block() -> onnx.ModelProto:
                    "one qkv projection split into q/k/v, shape-arithmetic views, Erf GELU")
 
 
+def make_mobilenet_block() -> onnx.ModelProto:
+    """MobileNetV2 inverted residual, twice, as torch exports it with BatchNorm folded:
+    1x1 expand -> Clip(0, 6), 3x3 depthwise (group = channels) -> Clip, 1x1 project, residual Add.
+    The depthwise -> pointwise pairs are the block-level fusion candidates of mobile nets."""
+    g = GraphBuilder(seed=1006)
+    lo, hi = g.const("relu6.min", np.array(0.0, np.float32)), g.const("relu6.max", np.array(6.0, np.float32))
+    x, c, expand = "input", 32, 6
+
+    def relu6(y: str, name: str) -> str:
+        return g.node("Clip", [y, lo, hi], name)
+
+    for i in range(2):
+        p = f"block{i}"
+        h = relu6(g.conv(x, f"{p}/expand", c, c * expand, 1), f"{p}/expand/relu6")
+        w = g.weight(f"{p}/dw.weight", (c * expand, 1, 3, 3), 9)
+        b = g.bias(f"{p}/dw.bias", c * expand)
+        h = g.node("Conv", [h, w, b], f"{p}/dw/conv", kernel_shape=[3, 3], pads=[1] * 4, strides=[1, 1],
+                   group=c * expand)
+        h = relu6(h, f"{p}/dw/relu6")
+        h = g.conv(h, f"{p}/project", c * expand, c, 1)
+        x = g.node("Add", [x, h], f"{p}/add", output="output" if i == 1 else None)
+    return g.model("mobilenet_block", [1, 32, 28, 28], x, [1, 32, 28, 28],
+                   "MobileNetV2 inverted residual x2: 1x1 expand, 3x3 depthwise, 1x1 project, add")
+
+
 def make_res2net_block() -> onnx.ModelProto:
     """Res2Net bottleneck: 1x1 conv, Split into 4 channel groups, group 0 passed through,
     group i > 0 is relu(conv3x3(split_i + out_{i-1})), Concat, 1x1 conv, squeeze-excitation
@@ -323,6 +348,7 @@ BUILDERS: Dict[str, Callable[[], onnx.ModelProto]] = {
     "moe_block": make_moe_block,
     "vit_block": make_vit_block,
     "res2net_block": make_res2net_block,
+    "mobilenet_block": make_mobilenet_block,
 }
 
 

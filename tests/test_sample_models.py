@@ -30,6 +30,7 @@ INPUT_SHAPES = {
     "moe_block": [1, 32, 128],
     "vit_block": [1, 64, 128],
     "res2net_block": [1, 64, 28, 28],
+    "mobilenet_block": [1, 32, 28, 28],
 }
 OUTPUT_SHAPES = {
     "inception_block": [1, 96, 28, 28],
@@ -38,6 +39,7 @@ OUTPUT_SHAPES = {
     "moe_block": [1, 32, 128],
     "vit_block": [1, 64, 128],
     "res2net_block": [1, 64, 28, 28],
+    "mobilenet_block": [1, 32, 28, 28],
 }
 OP_COUNTS = {
     "inception_block": {"Conv": 6, "Relu": 6, "MaxPool": 1, "Concat": 1},
@@ -49,6 +51,7 @@ OP_COUNTS = {
     "vit_block": {"LayerNormalization": 2, "Shape": 1, "Gather": 3, "Unsqueeze": 3,
                   "Concat": 2, "MatMul": 6, "Add": 7, "Reshape": 2, "Transpose": 3,
                   "Split": 1, "Squeeze": 3, "Mul": 3, "Softmax": 1, "Div": 1, "Erf": 1},
+    "mobilenet_block": {"Conv": 6, "Clip": 4, "Add": 2},
     "res2net_block": {"Conv": 7, "Relu": 5, "Split": 1, "Add": 4, "Concat": 1,
                       "GlobalAveragePool": 1, "Sigmoid": 1, "Mul": 1},
 }
