@@ -8,7 +8,7 @@ gpu_vertical.py.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tvm import ir, tirx
 from tvm.tirx.buffer import is_buffer_var
@@ -192,3 +192,29 @@ def flatten_threads(stmt, total: int):
                         body, iv, chain[-1].annotations)
 
     return tvm_ffi.structural_map(stmt, (tirx.For, on_for), order="pre")
+
+
+def coarsen_threads(st: GpuStage, total: int) -> GpuStage:
+    """An independent stage (`GpuStage.independent`) run by `total` threads per block, fewer than
+    its own: thread t does the work of threads t, t + total, t + 2 total ... (a serial loop, the
+    last round predicated). The block count is unchanged, so a block map still holds."""
+    (chain,) = _chains(st.inner)
+    own = st.threads
+    t = tirx.Var("ct", chain[-1].loop_var.ty)
+    r = tirx.Var("cr", t.ty)
+    c = lambda v: tirx.const(v, t.ty)
+    g = r * c(total) + t
+    mapping, stride = {}, 1
+    for loop in reversed(chain):
+        e = _const(loop.extent)
+        idx = g // c(stride) if stride > 1 else g
+        mapping[loop.loop_var.__chandle__()] = idx % c(e) if loop is not chain[0] else idx
+        stride *= e
+    body = substitute(chain[-1].body, mapping)
+    rounds = -(-own // total)
+    if rounds * total != own:
+        body = and_predicate(body, g < c(own))
+    inner = tirx.For(r, c(0), c(rounds), tirx.ForKind.SERIAL, body)
+    iv = tirx.IterVar(None, t, tirx.IterVar.ThreadIndex, "threadIdx.x")
+    loop = tirx.For(t, c(0), c(total), tirx.ForKind.THREAD_BINDING, inner, iv, chain[-1].annotations)
+    return replace(st, inner=loop, threads=total, thread_config=(("threadIdx.x", total),))

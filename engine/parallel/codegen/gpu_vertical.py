@@ -8,9 +8,11 @@ plan.BlockLink: b*r + k or b + k*P), with a barrier after each when there are se
 (their shared-memory tiles are reused). A member's block index is linearised as the block
 map numbers blocks (engine.blockdeps: blockIdx.z slowest, blockIdx.x fastest).
 
-Threads: both members get T = max(threads) threads; a member with fewer has its thread
-chains flattened to threadIdx.x and predicated (as in horizontal fusion), so barriers stay
-outside predicates. A member with a cross-thread reduction must already have T threads.
+Threads: T = the larger thread count of the members whose threads share data. A member
+whose threads work alone and has more is coarsened (each thread does several of its
+threads' work); a member with fewer has its thread chains flattened to threadIdx.x and
+predicated (as in horizontal fusion), so barriers stay outside predicates. A member with a
+cross-thread reduction must already have T threads.
 
 The intermediate stays in global memory: another reader may need it, and the consumer's
 tile is read after the barrier from L1/L2 rather than DRAM. Shared memory per block is the
@@ -24,7 +26,7 @@ from dataclasses import replace
 import tvm_ffi
 from tvm import tirx
 
-from engine.parallel.codegen.gpu import GpuMember, GpuStage, flatten_threads, gpu_member
+from engine.parallel.codegen.gpu import GpuMember, GpuStage, coarsen_threads, flatten_threads, gpu_member
 from engine.parallel.codegen.gpu_horizontal import LaunchShape
 from engine.parallel.plan import LinkPattern
 from engine.parallel.tir_util import FusionUnsupported, fresh_copy, fused_func, substitute
@@ -67,9 +69,18 @@ def _at_block(st: GpuStage, index) -> tirx.Stmt:
     return substitute(st.inner, mapping)
 
 
+def _threads(ps: GpuStage, cs: GpuStage) -> int:
+    """Threads per block of the fused pair: the larger of the members whose threads share
+    data; an independent member with more is coarsened (coarsen_threads), not padded to."""
+    fixed = [s.threads for s in (ps, cs) if not s.independent]
+    return max(fixed) if fixed else max(ps.threads, cs.threads)
+
+
 def _threaded(st: GpuStage, name: str, total: int, uniform: bool) -> GpuStage:
     if uniform:
         return st
+    if st.independent and st.threads > total:
+        return coarsen_threads(st, total)
     if st.cross_thread_reduction and (st.threads != total or len(st.thread_config) > 1):
         raise FusionUnsupported(f"{name}: cross-thread reduction over {st.threads} threads cannot be "
                                 f"re-threaded to the fused kernel's {total}")
@@ -97,7 +108,7 @@ def fuse_vertical_gpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: l
     if shared > max_shared_bytes:
         raise FusionUnsupported(f"shared memory of the pair adds up to {shared} bytes, over the "
                                 f"{max_shared_bytes}-byte limit per block")
-    total = max(ps.threads, cs.threads)
+    total = _threads(ps, cs)
     if total > max_threads:
         raise FusionUnsupported(f"more than {max_threads} threads per block")
     uniform = ps.thread_config == cs.thread_config
@@ -126,8 +137,8 @@ def launch_shape(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, link) -> Laun
     (per block: one producer tile and `per` consumer tiles), shared memory of both."""
     p, c = gpu_member(producer, "producer"), gpu_member(consumer, "consumer")
     ps, cs = _one_stage(p, "producer"), _one_stage(c, "consumer")
-    total = max(ps.threads, cs.threads)
-    busy = ps.threads + link.per_producer * cs.threads
+    total = _threads(ps, cs)
+    busy = sum(min(s.threads, total) * n for s, n in ((ps, 1), (cs, link.per_producer)))
     return LaunchShape(total, ps.blocks, (ps.blocks, cs.blocks),
                        round(1 - busy / ((1 + link.per_producer) * total), 4), p.shared_bytes + c.shared_bytes)
 
