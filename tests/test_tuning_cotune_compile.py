@@ -39,7 +39,13 @@ def test_cotuned_decision_is_applied_and_replayed(tmp_path, monkeypatch):
     assert again.verification.passed and again.cotuned[0].layout == rec.layout
 
 
-def test_cotuning_needs_llvm(tmp_path):
+def test_cotuning_needs_a_target_with_a_cotuner(tmp_path, monkeypatch):
+    """A target row without a co-tuner refuses --cotune-trials with one line."""
+    from dataclasses import replace
+
+    from engine import targets
+
+    monkeypatch.setitem(targets.TARGETS, "cuda", replace(targets.TARGETS["cuda"], cotuner=None))
     session = Session("fire_module")
     plan = session.propose("cuda").plan.with_approval("all")
     tuning = TuneOptions(trials=0, cotune_trials=2, db_root=str(tmp_path))
