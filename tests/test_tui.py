@@ -25,7 +25,7 @@ from workbench.tui.compile_panel import CompilePanel
 from workbench.tui.engine_adapter import EngineAnalyses
 from workbench.tui.facts import BlockDepsReport, BlockGrid, DecisionRow, EdgeDeps, PlanState, Unavailable
 from workbench.tui.fusion_table import FusionTable
-from workbench.tui.graph_canvas import GraphCanvas
+from workbench.tui.graph_canvas import GraphCanvas, is_port
 from workbench.tui.graph_view import GraphView
 from workbench.tui.layout import Detail
 from workbench.tui.synthetic import synthetic_graph
@@ -183,7 +183,8 @@ def test_open_model_draws_the_graph(tmp_path):
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot, app)
             canvas = app.query_one(GraphCanvas)
-            assert canvas.scene is not None and len(canvas.scene.layout.boxes) == 40
+            assert canvas.scene is not None and len(op_boxes(canvas)) == 40
+            assert {"in:input", "out:tn39"} <= set(canvas.scene.layout.boxes)  # graph input and output
             shot = screen(app)
             assert "Conv 1x64x28x28" in shot and "stem/conv" in shot
             assert "▼" in shot and "╭" in shot  # arrows and boxes
@@ -211,11 +212,11 @@ def test_search_next_match_and_focus(tmp_path):
             await pilot.press("f")
             await settle(pilot, app)
             assert canvas.focused_view and first in canvas.scene.layout.boxes
-            assert len(canvas.scene.layout.boxes) < 40
+            assert len(op_boxes(canvas)) < 40
             assert "focus:" in screen(app)
             await pilot.press("escape")
             await settle(pilot, app)
-            assert not canvas.focused_view and len(canvas.scene.layout.boxes) == 40
+            assert not canvas.focused_view and len(op_boxes(canvas)) == 40
             await pilot.press("slash", *"1x96", "enter")  # by shape
             assert view.matches and all("96" in str(app.graph.node(m).outputs[0].shape) for m in view.matches)
     run(go())
@@ -545,6 +546,11 @@ def test_timed_run_is_labelled_measured_and_plan_gains_estimated(tmp_path):
             assert "latency and kernel times measured on cpu" in shot and NOT_TIMED not in shot
             assert "from ptxas" not in shot  # no resources reported: no resource table
     run(go())
+
+
+def op_boxes(canvas) -> list[str]:
+    """The ops drawn (not the graph's input and output tensors, drawn as nodes too)."""
+    return [n for n in canvas.scene.layout.boxes if not is_port(n)]
 
 
 def screen(app) -> str:

@@ -7,7 +7,7 @@ import asyncio
 import json
 
 from tests.conftest import SAMPLES
-from tests.test_tui import screen, settle
+from tests.test_tui import op_boxes, screen, settle
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.blocks_view import BlocksView
 from workbench.tui.engine_adapter import EngineAnalyses
@@ -27,7 +27,7 @@ def test_fire_module_end_to_end(tmp_path):
         async with app.run_test(size=(160, 45)) as pilot:
             await settle(pilot, app)
             canvas = app.query_one(GraphCanvas)
-            assert len(canvas.scene.layout.boxes) == len(app.graph.nodes)
+            assert len(op_boxes(canvas)) == len(app.graph.nodes)
             assert "expand3x3/conv" in screen(app)
             # block dependencies from engine.blockdeps
             await pilot.press("2")

@@ -175,8 +175,8 @@ def _branch(kg: KernelGraph, start: int, taken: set[int]) -> tuple[int, ...]:
 
 
 def _fork_label(graph: OperatorGraph, kg: KernelGraph, fork: ValueSource) -> str:
-    if isinstance(fork, str):
-        return f"input {fork}"
+    if isinstance(fork, str):  # a graph input: "graph input 'x'", not "input x" (reads as "input input")
+        return f"graph input '{fork}'"
     ops = kg.kernels[fork].ops
     return graph.node(ops[-1]).label if ops else kg.kernels[fork].func
 

@@ -13,7 +13,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NewType
+from typing import TYPE_CHECKING, Mapping, NewType
 
 from engine.errors import PlanError
 
@@ -135,8 +135,15 @@ class FusionDecision:
     def kernels(self) -> tuple[int, ...]:
         return tuple(m.kernel for m in self.members)
 
-    def title(self) -> str:
-        return " | ".join(m.labels[0] if m.labels else m.func for m in self.members)
+    def title(self, labels: Mapping[str, str] | None = None) -> str:
+        """The members' first operators, `a | b`; kernels of one operator are said once with
+        their count (`r142/softmax (2 kernels)`), not `r142/softmax | r142/softmax`. `labels`:
+        op id -> the label to use (a front end's unique labels), else the member's own."""
+        labels = labels or {}
+        names = [labels.get(m.ops[0]) if m.ops and m.ops[0] in labels else m.labels[0] if m.labels else m.func
+                 for m in self.members]
+        counts = {n: names.count(n) for n in names}
+        return " | ".join(n if counts[n] == 1 else f"{n} ({counts[n]} kernels)" for n in dict.fromkeys(names))
 
 
 @dataclass(frozen=True)

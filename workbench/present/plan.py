@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from engine.parallel.plan import FusionDecision, FusionPlan
 
@@ -77,8 +77,9 @@ class DecisionCells:
     title: str  # the members as the engine names them
 
 
-def decision_cells(d: FusionDecision, result: str = "") -> DecisionCells:
-    """`result`: what the apply step did with it (fusion.decision_result), when it ran."""
+def decision_cells(d: FusionDecision, result: str = "", labels: Mapping[str, str] | None = None) -> DecisionCells:
+    """`result`: what the apply step did with it (fusion.decision_result), when it ran;
+    `labels`: op id -> unique label (present.opgraph.op_labels) for the title."""
     ev, g = d.evidence, d.gain
     if ev.link is not None:  # block-level vertical: the block map is the evidence
         facts = [ev.fork, ev.link.describe()]
@@ -100,4 +101,4 @@ def decision_cells(d: FusionDecision, result: str = "") -> DecisionCells:
     estimate = f"{g.estimated_us:.1f} µs, -{g.launches_saved} launch{'es' if g.launches_saved != 1 else ''}"
     return DecisionCells(ops=tuple(op for m in d.members for op in m.ops),
                          evidence=f"{members}; " + ", ".join(facts) + util, estimate=estimate,
-                         reason="; ".join(x for x in (d.reason, result) if x), title=d.title())
+                         reason="; ".join(x for x in (d.reason, result) if x), title=d.title(labels))

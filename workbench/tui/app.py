@@ -21,8 +21,8 @@ from workbench.tui import events
 from workbench.tui.blocks_view import BlockGridWidget, BlocksView, EdgeTable
 from workbench.tui.compile_panel import CompilePanel
 from workbench.tui.engine_adapter import EngineAnalyses
-from workbench.tui.facts import (BlockDepsReport, PlanState, Unavailable, kernel_groups, measured_gains,
-                                 op_times)
+from workbench.tui.facts import (BlockDepsReport, PlanState, Unavailable, conflict_lines, kernel_groups,
+                                 measured_gains, op_times)
 from workbench.tui.fusion_table import FusionTable
 from workbench.tui.fusion_view import FusionPane
 from workbench.tui.graph_canvas import GraphCanvas
@@ -53,6 +53,7 @@ class WorkbenchApp(App):
         Binding("ctrl+o", "reload_plan", "Reload plan", show=False),
         Binding("d", "toggle_theme", "Light/dark", show=False),
         Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit", show=False),
     ]
     CSS = "TabPane { padding: 0; }"
 
@@ -203,6 +204,8 @@ class WorkbenchApp(App):
         self.notify(message.error, title="could not open the model", severity="error", timeout=10)
 
     def on_kernels_ready(self, message: events.KernelsReady) -> None:
+        if message.generation == self._generation:
+            self.query_one(FusionPane).set_kernels(message.kernels)  # the plan numbers these kernels
         if message.generation == self._generation and not any(self.results.values()):
             self.kernels = tuple(message.kernels)
             self._update_clusters()
@@ -277,6 +280,9 @@ class WorkbenchApp(App):
             if refused:
                 self.notify("\n".join(refused), title="cannot approve (rejected by the engine)",
                             severity="warning", timeout=8)
+            clashes = conflict_lines(self.plan.rows, message.ids) if message.status is DecisionStatus.APPROVED else []
+            if clashes:
+                self.notify("\n".join(clashes), title="conflicting decisions", severity="warning", timeout=8)
 
     def on_graph_canvas_node_selected(self, message: GraphCanvas.NodeSelected) -> None:
         if message.node_id is not None:
@@ -368,6 +374,25 @@ class WorkbenchApp(App):
         if self.query_one(CompilePanel).running:
             self._cancel.set()
             self.notify("cancelling after the current stage…")
+        else:
+            self.notify("no compile is running (c / C start one)")
+
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """The palette's Screenshot: into the export folder (Textual's default, ~/Downloads, may
+        not exist, which made it fail), named after the model, not the title's brackets."""
+        folder = Path(path) if path else self._export_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        if filename is None:
+            from datetime import datetime
+
+            model = self.graph.model if self.graph is not None else "blockwise"
+            filename = f"screenshot-{model}-{datetime.now():%Y%m%d-%H%M%S}.svg"
+        return super().deliver_screenshot(filename, str(folder), time_format)
+
+    def _export_dir(self) -> Path:
+        """--out, else out/MODEL-tui: where `e` and the palette's Screenshot write."""
+        return self.out_dir or Path("out") / f"{self.graph.model if self.graph is not None else 'blockwise'}-tui"
 
     def action_export(self) -> None:
         if self.graph is None:
@@ -383,17 +408,31 @@ class WorkbenchApp(App):
         if not isinstance(self.plan, PlanState):
             self.notify("no fusion plan to save", severity="warning")
             return
+        plan = self.plan
+        if not plan.owns_file and Path(plan.path).exists():  # a file this plan did not come from
+            from workbench.tui.confirm import ConfirmScreen
+
+            self.push_screen(ConfirmScreen(f"{plan.path} holds a plan this one did not come from "
+                                           f"({plan.note}). Overwrite it?"),
+                             lambda yes: self._write_plan(plan) if yes else self.notify("plan not saved")
+                             )
+            return
+        self._write_plan(plan)
+
+    def _write_plan(self, plan: PlanState) -> None:
         try:
-            path = self.analyses.save_plan(self.plan)
+            path = self.analyses.save_plan(plan)
         except OSError as err:
             self.notify(_one_line(err), title="could not save the plan", severity="error")
             return
-        self.plan.dirty = False
+        plan.dirty, plan.owns_file = False, True
         self.query_one(FusionPane).refresh_state()
         self.notify(f"plan saved to {path}")
 
     def action_reload_plan(self) -> None:
-        if self.session is not None:
+        if self.session is None:
+            self.notify("the model is still opening: no plan to reload yet", severity="warning")
+        else:
             self.post_message(events.PlanReady(self.analyses.load_or_propose(self.session),
                                                generation=self._generation))
 
@@ -405,10 +444,12 @@ class WorkbenchApp(App):
                   ("fusion", FusionTable), ("timing", KernelTable), ("blocks", EdgeTable),
                   ("blocks", BlockGridWidget)]
         rows = key_rows(scopes) + [("blocks", "enter", "on an edge: pick its consumer's blocks"),
-                                   ("everywhere", "ctrl+p", "command palette (Switch target to …)"),
-                                   ("everywhere", "ctrl+q", "quit"),
+                                   ("everywhere", "ctrl+p", "command palette (Switch target to …, Screenshot)"),
+                                   ("everywhere", "q / ctrl+q", "quit"),
                                    ("everywhere", "tab / shift+tab", "move focus between widgets")]
-        self.push_screen(HelpScreen(rows))
+        from workbench.present.glossary import glossary
+
+        self.push_screen(HelpScreen(rows, glossary(self.analyses.target, self.analyses.block_axis)))
 
     def get_system_commands(self, screen):
         yield from super().get_system_commands(screen)
@@ -450,6 +491,7 @@ class WorkbenchApp(App):
     def _update_clusters(self) -> None:
         if self.graph is not None:
             self.query_one(GraphCanvas).set_clusters(self._clusters())
+            self.query_one(GraphView).set_kernels(self.kernels)
 
     def _update_measured(self, kind: str, result) -> None:
         if kind != "after" or not isinstance(self.plan, PlanState):

@@ -13,6 +13,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
+from workbench.present.glossary import edge_class_meaning
 from workbench.tui.facts import BlockDepsReport, BlockGrid, EdgeDeps, Unavailable
 from workbench.tui.keys import ROW_KEYS
 
@@ -196,6 +197,13 @@ class BlocksView(Horizontal):
         text = Text.assemble((edge.title, "bold"), "   class ", (edge.edge_class, "bold magenta"))
         if edge.tensor:
             text.append(f"   tensor {edge.tensor}")
+        meaning = edge_class_meaning(edge.edge_class)
+        if meaning:
+            text.append(f"\n  {edge.edge_class}: {meaning}", style="dim")
+        text.append("\n  ")
+        text.append_text(Text.assemble(("◆", "bold #ffb300"), f" the consumer {unit} picked   ",
+                                       ("■", "bold #00acc1"), f" the producer {unit}s it reads   ",
+                                       ("·", "dim"), f" other {unit}s   (? explains the terms)"))
         if self.report.block_axis:
             text.append(f"\n  target {self.report.target}: a block is one {self.report.block_axis}", style="dim")
         for name, value in edge.figures:

@@ -17,10 +17,11 @@ from engine.errors import BlockwiseError, PlanError
 from engine.events import CompileOptions, FusionPolicy
 from engine.files import write_atomic
 from engine.parallel.outcome import DecisionResult
-from engine.parallel.plan import DecisionStatus, FusionDecision, FusionPlan
+from engine.parallel.plan import DecisionStatus, FusionDecision, FusionPlan, load_plan
 from engine.session import target_info, target_names
 from workbench.present.blockdeps import edge_figures, model_figures
 from workbench.present.fusion import decision_result, outcome_summary, saved_ms
+from workbench.present.opgraph import op_labels
 from workbench.present.plan import decision_cells
 from workbench.tui.facts import BlockDepsReport, BlockGrid, DecisionRow, EdgeDeps, PlanState, Unavailable
 
@@ -96,24 +97,40 @@ class EngineAnalyses:
     def plan_path(self, session: Session) -> str:
         """The plan JSON of this target: --plan (given with this target), else
         out/MODEL-TARGET/plan.json (next to the compile report)."""
-        return self.plan_files.get(self.target) or str(Path("out") / f"{session.model.name}-{self.target}"
-                                                       / "plan.json")
+        return self.plan_files.get(self.target) or self.default_plan_path(session)
+
+    def default_plan_path(self, session: Session) -> str:
+        return str(Path("out") / f"{session.model.name}-{self.target}" / "plan.json")
 
     def load_or_propose(self, session: Session, path: str | None = None) -> PlanState | Unavailable:
-        """The saved plan when it fits the model's kernels, else a fresh proposal."""
+        """The saved plan when it fits the model's kernels, else a fresh proposal. A file holding
+        another target's plan is left alone: this target's default file is used instead (loaded
+        when it fits), so ctrl+s never writes this target's plan over it. A proposal replacing a
+        file that did not fit is saved over it only after a question (PlanState.owns_file)."""
         path = path or self.plan_path(session)
         note = ""
         if Path(path).is_file():
             try:
                 return _plan_state(session.load_plan(path, self.target, self.arch), path, f"loaded {path}",
-                                   self.target)
+                                   self.target, op_labels(session.graph))
             except PlanError as err:
                 note = f"{err}; proposed a new plan instead"
+                default = self.default_plan_path(session)
+                if _plan_target(path) not in (None, self.target) and Path(path) != Path(default):
+                    state = self.load_or_propose(session, default)
+                    if isinstance(state, PlanState):
+                        state.note = (f"{path} is for target '{_plan_target(path)}', not '{self.target}': left "
+                                      f"alone; {'loaded' if state.note.startswith('loaded') else 'proposed'} "
+                                      f"the {self.target} plan of {default} instead")
+                    return state
         try:
             proposal = session.propose(self.target, self.arch)
         except BlockwiseError as err:
             return Unavailable(str(err))
-        return _plan_state(proposal.plan, path, note or "proposed (not saved yet)", self.target)
+        state = _plan_state(proposal.plan, path, note or "proposed (not saved yet)", self.target,
+                            op_labels(session.graph))
+        state.owns_file = not Path(path).exists()
+        return state
 
     def set_status(self, plan: PlanState, ids, status: DecisionStatus) -> list[str]:
         """Record choices; returns why some could not be approved (the engine rejected them)."""
@@ -128,7 +145,7 @@ class EngineAnalyses:
                     d = replace(d, status=status)
             decisions.append(d)
         plan.handle = replace(before, decisions=tuple(decisions))
-        plan.rows = [_row(d, plan.measured.get(d.id), plan.results.get(d.id, "")) for d in decisions]
+        plan.rows = [_row(d, plan.measured.get(d.id), plan.results.get(d.id, ""), plan.labels) for d in decisions]
         plan.dirty = plan.dirty or any(a.status is not b.status for a, b in zip(before.decisions, decisions))
         return refused
 
@@ -152,23 +169,34 @@ class EngineAnalyses:
             self.set_status(plan, sorted(applied), DecisionStatus.APPROVED)
         plan.measured = {d.id: saved_ms(d) for d in outcome.decisions}
         plan.results = {d.id: decision_result(d) for d in outcome.decisions}
-        plan.rows = [_row(d, plan.measured.get(d.id), plan.results.get(d.id, "")) for d in plan.handle.decisions]
+        plan.rows = [_row(d, plan.measured.get(d.id), plan.results.get(d.id, ""), plan.labels)
+                     for d in plan.handle.decisions]
         return outcome_summary(outcome)
 
 
-def _plan_state(engine_plan: FusionPlan, path: str, note: str, target: str) -> PlanState:
-    return PlanState([_row(d) for d in engine_plan.decisions], path, handle=engine_plan, note=note,
-                     target=target)
+def _plan_target(path: str) -> str | None:
+    """The target a plan file names (None: not a plan file)."""
+    try:
+        return load_plan(path).target
+    except (PlanError, OSError):
+        return None
 
 
-def _row(d: FusionDecision, measured_ms: float | None = None, result: str = "") -> DecisionRow:
-    cells = decision_cells(d, result)
+def _plan_state(engine_plan: FusionPlan, path: str, note: str, target: str, labels: dict) -> PlanState:
+    return PlanState([_row(d, labels=labels) for d in engine_plan.decisions], path, handle=engine_plan, note=note,
+                     target=target, labels=labels)
+
+
+def _row(d: FusionDecision, measured_ms: float | None = None, result: str = "", labels=None) -> DecisionRow:
+    cells = decision_cells(d, result, labels)
     return DecisionRow(str(d.id), d.kind.value, cells.ops, cells.evidence, cells.estimate, d.status,
                        cells.reason, measured_ms, cells.title)
 
 
 def _grid(ref: KernelRef, grid: KernelGrid) -> BlockGrid:
-    return BlockGrid(ref.describe(), grid.shape, ref.ops, tuple(d.name for d in grid.dims) or (grid.axis.value,))
+    """Named `k27 label`: kernels are kN in every tab (the plan numbers its members so too)."""
+    name = f"k{ref.index} {ref.labels[0] if ref.labels else ref.func}"
+    return BlockGrid(name, grid.shape, ref.ops, tuple(d.name for d in grid.dims) or (grid.axis.value,))
 
 
 def _edge_deps(e: EdgeBlockMap) -> EdgeDeps:

@@ -95,6 +95,10 @@ class PlanState:
     target: str = ""  # the target the plan's kernels were scheduled for
     dirty: bool = False
     note: str = ""  # where it came from (loaded, proposed, why a saved one did not fit)
+    # the file at `path` holds this plan (loaded from it, or saved there) or did not exist when
+    # the plan was made: ctrl+s writes it without asking; else it asks before overwriting
+    owns_file: bool = True
+    labels: dict = field(default_factory=dict)  # op id -> unique label (present.opgraph.op_labels)
     measured: dict = field(default_factory=dict)  # decision id -> ms saved, from the last plan compile
     results: dict = field(default_factory=dict)  # decision id -> what the apply step did
 
@@ -106,9 +110,50 @@ class PlanState:
         return [r for r in self.rows if r.status is DecisionStatus.APPROVED]
 
 
+def conflicts(rows) -> dict[str, tuple[str, ...]]:
+    """Approved decision id -> the other approved decisions that share a kernel with it (in
+    plan order). Kernels partition the ops, so sharing a member op is sharing a kernel; the
+    engine applies only the first approved of overlapping decisions.
+
+        >>> conflicts([DecisionRow("d0", "horizontal", ("a", "b"), "", "", DecisionStatus.APPROVED),
+        ...            DecisionRow("d1", "horizontal", ("b", "c"), "", "", DecisionStatus.APPROVED)])
+        {'d0': ('d1',), 'd1': ('d0',)}
+    """
+    approved = [r for r in rows if r.status is DecisionStatus.APPROVED]
+    out = {}
+    for r in approved:
+        others = tuple(o.id for o in approved if o.id != r.id and set(o.members) & set(r.members))
+        if others:
+            out[r.id] = others
+    return out
+
+
+def overlaps(row, rows) -> tuple[str, ...]:
+    """The approved decisions other than `row` sharing a kernel with it (whatever its status)."""
+    return tuple(o.id for o in rows if o.id != row.id and o.status is DecisionStatus.APPROVED
+                 and set(o.members) & set(row.members))
+
+
+def conflict_lines(rows, changed) -> list[str]:
+    """For decisions just approved (`changed` ids) that share a kernel with other approved ones:
+    one line each saying which, and which one the engine applies (the first in plan order)."""
+    clashes = conflicts(rows)
+    order = [r.id for r in rows]
+    lines = []
+    for i in changed:
+        if i in clashes:
+            first = min((i, *clashes[i]), key=order.index)
+            lines.append(f"{i} shares a kernel with approved {', '.join(clashes[i])}: only {first} (first in "
+                         f"plan order) is applied; reject one (r)")
+    if len(lines) > 4:
+        lines = lines[:3] + [f"… and {len(lines) - 3} more: see ⚠ in the status column"]
+    return lines
+
+
 @dataclass(frozen=True)
 class KernelGroup:
-    """A fused kernel: its name and the ops it computes (drawn as a cluster)."""
+    """A fused kernel: `k27 func` (its launch position, as every tab names it) and the ops it
+    computes (drawn as a cluster)."""
 
     name: str
     ops: tuple[str, ...]
@@ -116,7 +161,7 @@ class KernelGroup:
 
 def kernel_groups(kernels) -> tuple[KernelGroup, ...]:
     """Fused kernels (more than one op) from a CompileResult's KernelCall list."""
-    return tuple(KernelGroup(k.func, tuple(k.ops)) for k in kernels if len(k.ops) > 1)
+    return tuple(KernelGroup(f"k{k.index} {k.func}", tuple(k.ops)) for k in kernels if len(k.ops) > 1)
 
 
 def op_times(kernels, kernel_times) -> dict[str, float]:

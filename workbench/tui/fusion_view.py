@@ -8,7 +8,8 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from engine.parallel.plan import DecisionStatus
-from workbench.tui.facts import DecisionRow, PlanState, Unavailable
+from workbench.present.opgraph import op_labels
+from workbench.tui.facts import DecisionRow, PlanState, Unavailable, conflicts, overlaps
 from workbench.tui.fusion_table import FusionTable
 
 
@@ -24,6 +25,13 @@ class FusionPane(Vertical):
         super().__init__(**kwargs)
         self.plan: PlanState | None = None
         self.graph = None
+        self.labels: dict[str, str] = {}  # op id -> unique label
+        self.kernel_of: dict[str, str] = {}  # op id -> "k27"
+
+    def set_kernels(self, kernels) -> None:
+        """The scheduled kernels: members are listed with the kernel computing them (kN)."""
+        self.kernel_of = {op: f"k{k.index}" for k in kernels for op in k.ops}
+        self.show_decision(self.table.current if self.plan is not None else None)
 
     def compose(self) -> ComposeResult:
         yield Static("fusion plan: analysing… (runs after the model opens)", id="plan-state")
@@ -37,6 +45,7 @@ class FusionPane(Vertical):
     def reset(self, what: str) -> None:
         """Forget the plan (the target changed): an empty table, `what` as the state line."""
         self.plan = None
+        self.kernel_of = {}
         self.table.set_rows([])
         self.show_decision(None)
         self.query_one("#plan-state", Static).update(what)
@@ -49,18 +58,21 @@ class FusionPane(Vertical):
             state.update(Text.assemble(("Fusion plan not available: ", "bold red"), plan.reason))
             return
         self.plan = plan
-        labels = {n.id: n.label for n in graph.nodes} if graph is not None else {}
-        self.table.set_rows(plan.rows, labels)
+        self.labels = op_labels(graph) if graph is not None else {}
+        self.table.set_rows(plan.rows, self.labels)
         self.refresh_state()
 
     def refresh_state(self, note: str = "") -> None:
         if self.plan is None:
             return
         counts = {s: sum(r.status is s for r in self.plan.rows) for s in DecisionStatus}
+        clashing = len(conflicts(self.plan.rows))
         text = Text.assemble(
             (f"{len(self.plan.rows)} decisions", "bold"),
-            f": {counts[DecisionStatus.APPROVED]} approved, {counts[DecisionStatus.REJECTED]} rejected, "
-            f"{counts[DecisionStatus.PROPOSED]} undecided   "
+            f": {counts[DecisionStatus.APPROVED]} approved",
+            (f" ({clashing} share kernels ⚠: only the first of each overlap is applied)" if clashing else "",
+             "bold #ff8f00"),
+            f", {counts[DecisionStatus.REJECTED]} rejected, {counts[DecisionStatus.PROPOSED]} undecided   "
             + (f"target {self.plan.target}   " if self.plan.target else "") + f"plan file {self.plan.path}",
             (" (unsaved: ctrl+s)" if self.plan.dirty else "", "yellow"),
             "\na/r approve/reject, A/R all, u undecide   C: compile with the approved decisions")
@@ -77,9 +89,17 @@ class FusionPane(Vertical):
                              f"estimated {row.estimated_gain}")
         if row.measured_gain_ms is not None:
             text.append(f", measured {row.measured_gain_ms:+.3f} ms")
+        clash = overlaps(row, self.plan.rows) if self.plan is not None else ()
+        if clash:
+            order = [r.id for r in self.plan.rows]
+            first = min((row.id, *clash), key=order.index) if row.status is DecisionStatus.APPROVED else clash[0]
+            text.append(f"\n⚠ shares a kernel with approved {', '.join(clash)}: only {first} (first approved in "
+                        f"plan order) is applied", style="bold #ff8f00")
         for m in row.members:
             n = self.graph.node(m) if self.graph is not None and m in self.graph.dag else None
-            text.append(f"\n  {m}: {n.op} {n.label}" if n else f"\n  {m}")
+            kernel = f"{self.kernel_of[m]} " if m in self.kernel_of else ""
+            label = self.labels.get(m, n.label) if n else m
+            text.append(f"\n  {kernel}{m}: {n.op}" + (f" {label}" if label != m else "") if n else f"\n  {kernel}{m}")
         if row.evidence:
             text.append(f"\nevidence: {row.evidence}")
         if row.reason:

@@ -35,8 +35,19 @@ class Scene:
 
 def build_scene(graph, detail: Detail, clusters: tuple[ClusterSpec, ...],
                 focus: frozenset[str] | None) -> Scene:
-    layout = layout_graph(graph, detail, clusters, only=focus)
+    layout = layout_graph(graph, detail, clusters, only=focus, ports=True)
     return Scene((detail, clusters, focus), layout, rasterise(layout))
+
+
+def is_port(node_id: str | None) -> bool:
+    """A graph input or output drawn as a node (present.opgraph.GraphPort ids), not an op."""
+    return bool(node_id) and node_id.startswith(("in:", "out:"))
+
+
+# every colour and mark the canvas draws, for the legend (GraphView shows it)
+PORT_COLOR = "#43a047"
+KERNEL_COLOR, DECISION_COLOR = "#3a7bd5", "#ab47bc"
+SELECTED_BG, HIGHLIGHT_BG, MATCH_BG, SELECTED_EDGE = "#ffb300", "#00acc1", "#8e24aa", "#ffb300"
 
 
 _COLD, _HOT = Color.parse("#2e7d32"), Color.parse("#e53935")
@@ -181,15 +192,41 @@ class GraphCanvas(ScrollView, can_focus=True):
             self._show(scene)
 
     def _show(self, scene: Scene) -> None:
+        kept = self._kept_in_place()
         self.scene = scene
         self._strips.clear()
         self.virtual_size = Size(scene.grid.width, scene.grid.height)
         anchor = self.selected or (self._first_highlighted() if self._follow_highlight else None)
-        if anchor and anchor in scene.layout.boxes:  # after the new virtual size is in effect
+        if kept and kept[0] in scene.layout.boxes:  # the node under the eye stays where it was on screen
+            box = scene.layout.boxes[kept[0]]
+            self.call_after_refresh(self.scroll_to, max(box.x - kept[1], 0), max(box.y - kept[2], 0),
+                                    animate=False, immediate=True)
+        elif anchor and anchor in scene.layout.boxes:  # after the new virtual size is in effect
             self.call_after_refresh(self.scroll_to_node, anchor)
         self.refresh()
         self.post_message(self.SceneChanged(scene.layout.detail, self._focus is not None,
                                             len(scene.layout.boxes)))
+
+    def _kept_in_place(self) -> tuple[str, int, int] | None:
+        """Before a relayout (clusters arrived, zoom, clusters on/off): the node to keep at its
+        place on screen, and that place: the selected node when it is in view, else the node
+        nearest the middle of the view; None at the top-left with nothing selected."""
+        if self.scene is None:
+            return None
+        boxes = self.scene.layout.boxes
+        sx, sy = int(self.scroll_x), int(self.scroll_y)
+        w, h = self.size.width, self.size.height
+        node = self.selected if self.selected in boxes else None
+        if node is not None:
+            cx, cy = boxes[node].center
+            if not (sx <= cx < sx + w and sy <= cy < sy + h):
+                return None  # out of view: the selection is centred instead
+        elif (sx, sy) == (0, 0) or not boxes:
+            return None
+        else:
+            mx, my = sx + w / 2, sy + h / 2
+            node = min(boxes, key=lambda n: (abs(boxes[n].center[0] - mx) + 2 * abs(boxes[n].center[1] - my), n))
+        return node, boxes[node].x - sx, boxes[node].y - sy
 
     def watch_detail(self) -> None:
         self._relayout()
@@ -225,6 +262,7 @@ class GraphCanvas(ScrollView, can_focus=True):
     def action_step(self, delta: int) -> None:
         order = self._visible_order()
         if not order:
+            self.notify("no graph yet: the model is still opening", severity="warning")
             return
         if self.selected in order:
             self.selected = order[(order.index(self.selected) + delta) % len(order)]
@@ -232,7 +270,10 @@ class GraphCanvas(ScrollView, can_focus=True):
             self.selected = order[0 if delta > 0 else -1]
 
     def action_follow(self, direction: int) -> None:
-        if self.graph is None or self.selected is None:
+        which = "successor" if direction > 0 else "predecessor"
+        if self.graph is None or self.selected is None or is_port(self.selected):
+            self.notify(f"select an op first to go to its {which} (click, ] / [, or / to search)",
+                        severity="warning")
             return
         dag = self.graph.dag
         near = list(dag.successors(self.selected) if direction > 0 else dag.predecessors(self.selected))
@@ -240,10 +281,14 @@ class GraphCanvas(ScrollView, can_focus=True):
             near = [n for n in near if n in self._focus]
         if near:
             self.selected = near[0]
+        else:
+            self.notify(f"{self.selected} has no {which}" + (" in this focus (esc: whole graph)"
+                                                              if self._focus is not None else ""))
 
     def action_focus_neighbourhood(self, radius: int = 2) -> None:
-        if self.graph is None or self.selected is None:
-            self.notify("select a node first (click, tab, or / to search)", severity="warning")
+        if self.graph is None or self.selected is None or is_port(self.selected):
+            self.notify("select an op first to focus on its neighbourhood (click, ] / [, or / to search)",
+                        severity="warning")
             return
         self._focus = neighbourhood(self.graph.dag, self.selected, radius)
         self._relayout()
@@ -252,6 +297,8 @@ class GraphCanvas(ScrollView, can_focus=True):
         if self._focus is not None:
             self._focus = None
             self._relayout()
+        elif self.selected is not None:  # esc: first leave the focus, then the selection
+            self.selected = None
 
     @property
     def focused_view(self) -> bool:
@@ -313,26 +360,29 @@ class GraphCanvas(ScrollView, can_focus=True):
         if kind in (Cell.EDGE, Cell.ARROW):
             src, dst = grid.edge_ends[owner]
             if self.selected in (src, dst):
-                return Style(color="#ffb300", bold=True)
+                return Style(color=SELECTED_EDGE, bold=True)
             if src in self._highlight and dst in self._highlight:
-                return Style(color="#00acc1")
+                return Style(color=HIGHLIGHT_BG)
             return Style(color=muted)
         if kind in (Cell.CLUSTER, Cell.CLUSTER_LABEL):
-            color = "#3a7bd5" if grid.cluster_kinds[owner] == "kernel" else "#ab47bc"
+            color = KERNEL_COLOR if grid.cluster_kinds[owner] == "kernel" else DECISION_COLOR
             return Style(color=color, italic=kind is Cell.CLUSTER_LABEL)
         if kind in (Cell.BORDER, Cell.TEXT, Cell.DOT):
             node_id = grid.node_ids[owner]
             base = "#5c9bd1" if dark else "#1f5f9e"
+            if is_port(node_id):
+                base = PORT_COLOR
             if node_id in self._heat:
                 base = heat_color(self._heat[node_id]).name
             if node_id == self.selected:
-                return Style(color="black", bgcolor="#ffb300", bold=True)
+                return Style(color="black", bgcolor=SELECTED_BG, bold=True)
             if node_id in self._highlight:
-                return Style(color="black", bgcolor="#00acc1", bold=kind is Cell.TEXT)
+                return Style(color="black", bgcolor=HIGHLIGHT_BG, bold=kind is Cell.TEXT)
             if node_id in self._matches:
-                return Style(color="white", bgcolor="#8e24aa", bold=kind is Cell.TEXT)
+                return Style(color="white", bgcolor=MATCH_BG, bold=kind is Cell.TEXT)
             if kind is Cell.TEXT:
-                return Style(color=base if node_id in self._heat else None, bold=node_id in self._heat)
+                return Style(color=base if node_id in self._heat or is_port(node_id) else None,
+                             bold=node_id in self._heat)
             return Style(color=base)
         return Style()
 

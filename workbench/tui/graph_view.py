@@ -1,16 +1,19 @@
-"""GraphView: the canvas, a details line for the selected node, and the `/` search box."""
+"""GraphView: the canvas, a details line, the `/` search box, and a side panel with the
+selected node's properties over a legend of every colour and mark the canvas draws."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Static
 
 from engine.graphviz import format_shape
-from workbench.tui.graph_canvas import GraphCanvas
+from workbench.present.opgraph import graph_ports, op_labels, op_properties, port_properties
+from workbench.tui import graph_canvas as marks
+from workbench.tui.graph_canvas import GraphCanvas, is_port
 from workbench.tui.layout import Detail
 
 _DETAIL_NAMES = {Detail.FULL: "full labels", Detail.OP: "op only", Detail.DOTS: "dots"}
@@ -30,6 +33,24 @@ def search_graph(graph, query: str) -> list[str]:
     return hits
 
 
+def legend() -> Text:
+    """Every colour and mark of the canvas, one line each."""
+    def swatch(color: str, what: str) -> tuple:
+        return (" x ", f"black on {color}"), f" {what}\n"
+
+    return Text.assemble(
+        ("legend\n", "bold"),
+        ("╭─╮", "#5c9bd1"), " op: type, output shape; +Nw: N weights\n",
+        ("╭─╮", marks.PORT_COLOR), " graph input / output tensor\n",
+        ("┌┄┐", marks.KERNEL_COLOR), " kernel kN: the ops one kernel computes\n",
+        ("┌┄┐", marks.DECISION_COLOR), " fusion decision dN (3 Fusion)\n",
+        *swatch(marks.SELECTED_BG, "selected; its edges amber"),
+        *swatch(marks.HIGHLIGHT_BG, "the decision under the cursor in 3"),
+        *swatch(marks.MATCH_BG, "search match (/ n N)"),
+        ("█", "#2e7d32"), ("█", "#f9a825"), ("█", "#e53935"), " kernel time after c/C: least → most\n",
+        ("─▼", "#8a8a8a"), " data flows down;  ● an op (zoomed out)")
+
+
 class GraphView(Vertical):
     """Owns search (`/`, `n`, `N`) and shows what the canvas has selected."""
 
@@ -41,7 +62,12 @@ class GraphView(Vertical):
 
     DEFAULT_CSS = """
     GraphView { height: 1fr; }
+    GraphView #graph-main { height: 1fr; }
+    GraphView #graph-left { width: 1fr; }
     GraphView GraphCanvas { height: 1fr; }
+    GraphView #side { width: 52; border-left: solid $primary 40%; padding: 0 1; }
+    GraphView #properties { height: auto; margin-bottom: 1; }
+    GraphView #legend { height: auto; }
     GraphView #details { height: 2; padding: 0 1; background: $boost; }
     GraphView #search { display: none; }
     GraphView #search.open { display: block; }
@@ -60,12 +86,21 @@ class GraphView(Vertical):
         self.query = ""
         self._op_ms: dict[str, float] = {}
         self._kernel_of: dict[str, str] = {}
+        self._kernel_ids: dict[str, str] = {}  # op -> "k27 fused_conv2d_add_relu" (the kernel computing it)
+        self._labels: dict[str, str] = {}
+        self._ports: dict = {}
         self._scene_note = ""
 
     def compose(self) -> ComposeResult:
-        yield GraphCanvas(id="canvas")
-        yield Static("opening model…", id="details")
-        yield Input(placeholder="search ops by name, op type or shape (enter: go, esc: close)", id="search")
+        with Horizontal(id="graph-main"):
+            with Vertical(id="graph-left"):
+                yield GraphCanvas(id="canvas")
+                yield Static("opening model…", id="details")
+                yield Input(placeholder="search ops by name, op type or shape (enter: go, esc: close)",
+                            id="search")
+            with VerticalScroll(id="side"):
+                yield Static("properties: select a node (click, ] / [, / search)", id="properties")
+                yield Static(legend(), id="legend")
 
     @property
     def canvas(self) -> GraphCanvas:
@@ -74,7 +109,14 @@ class GraphView(Vertical):
     def set_graph(self, graph) -> None:
         self.graph = graph
         self._summary = graph.summary()
+        self._labels = op_labels(graph)
+        self._ports = {p.id: p for p in graph_ports(graph)}
         self.canvas.set_graph(graph)
+        self._update_details()
+
+    def set_kernels(self, kernels) -> None:
+        """The kernels computing the ops (scheduled, or as built): `k27 func` in the properties."""
+        self._kernel_ids = {op: f"k{k.index} {k.func}" for k in kernels for op in k.ops}
         self._update_details()
 
     def set_timing(self, op_ms: dict[str, float], kernel_of: dict[str, str]) -> None:
@@ -144,17 +186,40 @@ class GraphView(Vertical):
         search = ""
         if self.matches:
             search = f"  search '{self.query}': {self.match_index + 1}/{len(self.matches)} (n/N)"
-        head = f"{self.graph.model}: {s.ops} ops, {s.edges} edges, depth {s.depth}   {self._scene_note}{search}"
+        head = (f"{self.graph.model}: {s.ops} ops, {s.edges} edges, depth {s.depth}, "
+                f"{_count(sum(p.is_input for p in self._ports.values()), 'input')}, "
+                f"{_count(sum(not p.is_input for p in self._ports.values()), 'output')}   {self._scene_note}{search}")
         node_id = self.canvas.selected
         if node_id is None:
             body = "select: click a node, ] / [ next/prev, / search   zoom: + / -   pan: arrows, hjkl, drag"
+            properties = Text("properties: select a node (click, ] / [ next/prev, / search)", style="dim")
+        elif is_port(node_id):
+            port = self._ports.get(node_id)
+            body = Text.assemble((node_id, "bold"), f"  {format_shape(port.shape)} {port.dtype}" if port else "")
+            properties = _figures_text(port_properties(port)) if port else Text(node_id)
         else:
             n = self.graph.node(node_id)
             ins = ", ".join(format_shape(t.shape) + ("ᶜ" if t.constant else "") for t in n.inputs)
             outs = ", ".join(format_shape(t.shape) for t in n.outputs)
-            timing = ""
+            kernel = self._kernel_ids.get(node_id, "")
+            timing = f"  {kernel}" if kernel else ""
             if node_id in self._op_ms:
-                timing = f"  kernel {self._kernel_of.get(node_id, '?')}: {self._op_ms[node_id]:.3f} ms"
-            body = Text.assemble((n.op, "bold"), f" {n.label} ({n.id})  in {ins} -> out {outs}  "
-                                 f"{n.flops / 1e6:.1f} MFLOP  level {n.level}{timing}")
+                timing = f"  kernel {kernel or self._kernel_of.get(node_id, '?')}: {self._op_ms[node_id]:.3f} ms"
+            body = Text.assemble((n.op, "bold"), f" {self._labels.get(n.id, n.label)} ({n.id})  in {ins} -> "
+                                 f"out {outs}  {n.flops / 1e6:.1f} MFLOP  level {n.level}{timing}")
+            properties = _figures_text(op_properties(self.graph, node_id, kernel, self._op_ms.get(node_id)))
         self.query_one("#details", Static).update(Text.assemble(head, "\n", body))
+        self.query_one("#properties", Static).update(properties)
+
+
+def _figures_text(rows) -> Text:
+    text = Text.assemble(("properties\n", "bold"))
+    for name, value in rows:
+        text.append(f"{name}: ", style="dim")
+        text.append(f"{value}\n")
+    text.rstrip()
+    return text
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"

@@ -1,4 +1,5 @@
-"""The `?` help screen: every key, read from the bindings of the app and its widgets."""
+"""The `?` help screen: every key, read from the bindings of the app and its widgets, then the
+terms the views use (workbench.present.glossary). j/k scroll it."""
 
 from __future__ import annotations
 
@@ -30,15 +31,21 @@ def key_rows(scopes) -> list[tuple[str, str, str]]:
 
 
 class HelpScreen(ModalScreen):
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close"),
+                Binding("j,down", "scroll(1)", "Down", show=False), Binding("k,up", "scroll(-1)", "Up", show=False),
+                Binding("pagedown,space", "scroll(10)", "Page down", show=False),
+                Binding("pageup", "scroll(-10)", "Page up", show=False)]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen VerticalScroll { width: 90; height: 90%; border: round $primary; background: $surface; padding: 0 1; }
+    HelpScreen VerticalScroll { width: 90%; max-width: 130; height: 90%; border: round $primary; background: $surface; padding: 0 1; }
     """
 
-    def __init__(self, rows: list[tuple[str, str, str]]) -> None:
+    def __init__(self, rows: list[tuple[str, str, str]], terms: list[tuple[str, str]] = ()) -> None:
         super().__init__()
-        self.rows = rows
+        self.rows, self.terms = rows, terms
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one(VerticalScroll).scroll_relative(y=lines, animate=False)
 
     def compose(self) -> ComposeResult:
         table = Table(title="blockwise workbench: keys (esc closes)", expand=True, show_lines=False)
@@ -48,5 +55,12 @@ class HelpScreen(ModalScreen):
         for scope, keys, what in self.rows:
             table.add_row(scope, keys, what)
         table.add_row("everywhere", "mouse", "click a node or a block to select it, drag or wheel to pan")
+        terms = Table(title="terms", expand=True, show_header=False)
+        terms.add_column("term", style="bold", no_wrap=True)
+        terms.add_column("means")
+        for term, means in self.terms:
+            terms.add_row(term, means)
         with VerticalScroll():
             yield Static(table)
+            if self.terms:
+                yield Static(terms)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from engine.graphviz import format_shape, quote, run_dot
+from workbench.present.opgraph import GraphPort, graph_ports, op_labels, weight_count
 
 COL_IN = 0.1  # inches per terminal column
 ROW_IN = 0.2  # inches per terminal row
@@ -79,15 +80,29 @@ class Layout:
         return None
 
 
-def node_lines(node, detail: Detail) -> tuple[str, ...]:
-    """The text inside a node's box at a level of detail."""
+def node_lines(node, detail: Detail, label: str | None = None) -> tuple[str, ...]:
+    """The text inside a node's box at a level of detail: `Conv 1x64x56x56 +2w` (output shape,
+    weight inputs), then the label (`label`: a unique one, see present.opgraph.op_labels)."""
     if detail is Detail.DOTS:
         return ()
     if detail is Detail.OP:
         return (node.op,)
     shape = format_shape(node.outputs[0].shape) if node.outputs else ""
-    label = node.label if len(node.label) <= 28 else "…" + node.label[-27:]
-    return (f"{node.op} {shape}".strip(), label)
+    weights = weight_count(node)
+    label = label or node.label
+    label = label if len(label) <= 28 else "…" + label[-27:]
+    return (f"{node.op} {shape}".strip() + (f" +{weights}w" if weights else ""), label)
+
+
+def port_lines(port: GraphPort, detail: Detail) -> tuple[str, ...]:
+    """A graph input's or output's box: `input data_0` over its shape."""
+    if detail is Detail.DOTS:
+        return ()
+    name = port.tensor if len(port.tensor) <= 20 else "…" + port.tensor[-19:]
+    word = "input" if port.is_input else "output"
+    if detail is Detail.OP:
+        return (f"{word} {name}",)
+    return (f"{word} {name}", format_shape(port.shape))
 
 
 def box_size(lines: Sequence[str]) -> tuple[int, int]:
@@ -97,11 +112,21 @@ def box_size(lines: Sequence[str]) -> tuple[int, int]:
 
 
 def layout_dot(graph, detail: Detail, clusters: Sequence[ClusterSpec] = (),
-               only: Iterable[str] | None = None) -> tuple[str, dict[str, tuple[str, ...]]]:
-    """DOT text with fixed-size nodes for the level of detail, and each node's text."""
+               only: Iterable[str] | None = None, ports: bool = False) -> tuple[str, dict[str, tuple[str, ...]]]:
+    """DOT text with fixed-size nodes for the level of detail, and each node's text. `ports`:
+    the graph's inputs and outputs are nodes too (`in:NAME`, `out:NAME`, see graph_ports)."""
     keep = set(only) if only is not None else None
     nodes = [n for n in graph.nodes if keep is None or n.id in keep]
-    texts = {n.id: node_lines(n, detail) for n in nodes}
+    labels = op_labels(graph)
+    texts = {n.id: node_lines(n, detail, labels[n.id]) for n in nodes}
+    port_edges = []
+    if ports:
+        ids = {n.id for n in nodes}
+        for port in graph_ports(graph):
+            ops = [o for o in port.ops if o in ids]
+            if ops:
+                texts[port.id] = port_lines(port, detail)
+                port_edges += [(port.id, o) if port.is_input else (o, port.id) for o in ops]
     ranksep, nodesep = (0.4, 0.2) if detail is not Detail.DOTS else (0.2, 0.1)
     lines = ["digraph G {", f"  graph [rankdir=TB, ranksep={ranksep}, nodesep={nodesep}, splines=true];",
              "  node [shape=box, fixedsize=true, label=\"\"];", "  edge [arrowsize=0.5];"]
@@ -112,8 +137,10 @@ def layout_dot(graph, detail: Detail, clusters: Sequence[ClusterSpec] = (),
         if n.id not in placed:
             lines.append("  " + _node_decl(n.id, texts[n.id]))
     ids = {n.id for n in nodes}
+    lines.extend("  " + _node_decl(i, t) for i, t in texts.items() if i not in ids)  # ports, in order
     lines.extend(f"  {quote(e.src)} -> {quote(e.dst)};" for e in graph.edges
                  if e.src in ids and e.dst in ids)
+    lines.extend(f"  {quote(a)} -> {quote(b)};" for a, b in port_edges)
     lines.append("}")
     return "\n".join(lines), texts
 
@@ -224,9 +251,10 @@ def _unquote(token: str) -> str:
 
 
 def layout_graph(graph, detail: Detail, clusters: Sequence[ClusterSpec] = (),
-                 only: Iterable[str] | None = None) -> Layout:
-    """Lay out an OperatorGraph (or the ops in `only`) with dot for a level of detail."""
-    dot, texts = layout_dot(graph, detail, clusters, only)
+                 only: Iterable[str] | None = None, ports: bool = False) -> Layout:
+    """Lay out an OperatorGraph (or the ops in `only`) with dot for a level of detail;
+    `ports`: with the graph's input and output tensors as nodes."""
+    dot, texts = layout_dot(graph, detail, clusters, only, ports)
     plain = run_dot(dot, "plain").decode()
     return parse_plain(plain, texts, detail, drawn_clusters(clusters, texts))
 
