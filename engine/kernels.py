@@ -8,11 +8,35 @@ their producers. That is enough to recover every kernel's operators.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Union
 
 import tvm
 from tvm import relax
 
 from engine.opgraph import OpId
+
+
+# One dimension of a kernel's output: its extent, or, for a shape known only when the model
+# runs (Range, Compress, NonMaxSuppression, Slice with tensor bounds...), the symbolic
+# expression that stands for it ("range_len_0", "n * 2").
+Dim = Union[int, str]
+
+
+def shape_dims(ty) -> tuple[Dim, ...]:
+    """The dimensions of a Relax tensor type; () for a tensor of unknown rank (or no tensor).
+
+        >>> shape_dims(R.Tensor((range_len_0, 4), "int32"))
+        ('range_len_0', 4)
+    """
+    shape = getattr(ty, "shape", None)
+    values = getattr(shape, "values", None)
+    if values is None:
+        return ()
+    return tuple(int(v) if isinstance(v, tvm.tirx.IntImm) else str(v) for v in values)
+
+
+def is_static(shape: tuple[Dim, ...]) -> bool:
+    return all(isinstance(d, int) for d in shape)
 
 
 @dataclass(frozen=True)
@@ -24,8 +48,13 @@ class KernelCall:
     func: str  # PrimFunc name (several calls may share one)
     ops: tuple[OpId, ...]  # operators computed, in graph order
     reads: tuple[str, ...]  # `main` vars it reads (kernel outputs or model inputs)
-    out_shape: tuple[int, ...]
+    out_shape: tuple[Dim, ...]  # symbolic dimensions as their expression (see Dim)
     dtype: str
+
+    @property
+    def static(self) -> bool:
+        """Whether every output dimension is known before the model runs."""
+        return is_static(self.out_shape)
 
 
 def _call_args(value) -> tuple[str, list] | None:
@@ -111,8 +140,7 @@ def list_kernels(mod: tvm.IRModule, ops_of: list[tuple[OpId, ...]]) -> tuple[Ker
                 and b.value.op.name == "relax.call_tir"):
             continue
         ty = b.var.ty
-        shape = tuple(int(v) for v in ty.shape.values) if hasattr(ty, "shape") and ty.shape is not None \
-            and hasattr(ty.shape, "values") else ()
+        shape = shape_dims(ty)
         dtype = str(getattr(ty, "dtype", ""))
         ops = ops_of[position] if position < len(ops_of) else ()
         reads = tuple(label.get(a, a.name) for a in call[1] if isinstance(a, relax.Var))

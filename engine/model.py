@@ -1,5 +1,9 @@
 """Model loading: a file path or `zoo:NAME` -> a validated, static-shaped ONNX model.
 
+Shape arithmetic (torch exports' Shape -> Gather -> Div -> Concat -> Reshape chains) is
+folded into initializers once the input shapes are static (engine.onnx_folding); the model
+as given stays the reference onnxruntime verifies against (`Model.reference`).
+
 Zoo models are the "light" model-zoo architectures shipped inside the onnx package. Their
 weights are built by `ConstantOfShape` (every weight 0.02), which makes outputs
 meaningless; they are replaced by seeded random initializers scaled by role (He for conv
@@ -19,6 +23,7 @@ from onnx import helper, numpy_helper, shape_inference
 
 from engine.calibrate import calibrate_batchnorm
 from engine.errors import ModelLoadError, UnsupportedOpError, one_line
+from engine.onnx_folding import fold_shape_arithmetic
 
 ZOO_PREFIX = "zoo:"
 ZOO_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -51,6 +56,13 @@ class Model:
     inputs: tuple[InputSpec, ...]
     outputs: tuple[str, ...]
     weights_replaced: int  # ConstantOfShape weights replaced by seeded random initializers
+    folded_nodes: int = 0  # shape-arithmetic nodes folded into initializers
+    unfolded: onnx.ModelProto | None = None  # the model before folding (None: nothing folded)
+
+    @property
+    def reference(self) -> onnx.ModelProto:
+        """What onnxruntime runs to check our outputs: the model as given, shape chains and all."""
+        return self.unfolded if self.unfolded is not None else self.proto
 
     def random_inputs(self, seed: int = 0, specials: bool = False) -> dict[str, np.ndarray]:
         """Seeded random inputs. `specials`: the same inputs with inf, -inf, nan and -0.0
@@ -100,6 +112,8 @@ def load_model(spec: str, shapes: Mapping[str, tuple[int, ...]] | None = None,
     replaced = _replace_constant_weights(proto, seed) if is_zoo else 0
     _apply_shapes(proto, dict(shapes or {}), spec)
     _check(proto, spec)
+    folding = fold_shape_arithmetic(proto)
+    unfolded, proto = (proto, folding.proto) if folding is not None else (None, proto)
     _check_supported_ops(proto)
     try:
         proto = shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
@@ -108,10 +122,13 @@ def load_model(spec: str, shapes: Mapping[str, tuple[int, ...]] | None = None,
     inputs = tuple(_input_spec(vi) for vi in proto.graph.input)
     if replaced:
         rng = np.random.default_rng(seed)
-        calibrate_batchnorm(proto, {spec.name: spec.random(rng) for spec in inputs})
+        feeds = {spec.name: spec.random(rng) for spec in inputs}
+        for calibrated in (proto, unfolded) if unfolded is not None else (proto,):  # the same statistics
+            calibrate_batchnorm(calibrated, feeds)
     name = spec[len(ZOO_PREFIX):] if is_zoo else path.stem
     return Model(name=name, source=spec, proto=proto, inputs=inputs,
-                 outputs=tuple(o.name for o in proto.graph.output), weights_replaced=replaced)
+                 outputs=tuple(o.name for o in proto.graph.output), weights_replaced=replaced,
+                 folded_nodes=folding.removed if folding is not None else 0, unfolded=unfolded)
 
 
 def _parse(path: Path) -> onnx.ModelProto:

@@ -268,7 +268,7 @@ def _verify(ctx: CompileContext) -> str:
     inputs, second = model.random_inputs(opts.seed), model.random_inputs(opts.seed + 1)
     special_ops = special_value_ops(model)
     special = model.random_inputs(opts.seed, specials=True) if special_ops else None
-    sess = onnxruntime_session(model.proto.SerializeToString(), threads=cpu_threads())
+    sess = onnxruntime_session(model.reference.SerializeToString(), threads=cpu_threads())
     expected, other = sess.run(None, inputs), sess.run(None, second)
     expected_special = sess.run(None, special) if special is not None else None
     # freed before our runs: an idle onnxruntime session in the process slowed TVM's
@@ -329,7 +329,7 @@ def _time(ctx: CompileContext) -> str:
     ctx.kernel_times = tuple(profile_kernels(vm, run, runs=max(3, runs // 2), sync=sync,
                                              names=kernel_names))
     ctx.latency = time_runs(run, runs)
-    sess = onnxruntime_session(ctx.model.proto.SerializeToString(), threads=cpu_threads())
+    sess = onnxruntime_session(ctx.model.reference.SerializeToString(), threads=cpu_threads())
     inputs = ctx.run.inputs
     ctx.ort_latency = time_runs(lambda: sess.run(None, inputs), runs)
     ratio = ctx.latency.median_ms / ctx.ort_latency.median_ms

@@ -32,6 +32,9 @@ def inspect(args) -> int:
     if s.folded_constants or model.weights_replaced:
         print(f"constants    {s.folded_constants} constant ops folded, "
               f"{model.weights_replaced} ConstantOfShape weights replaced by seeded random ones")
+    if model.folded_nodes:
+        print(f"shape ops    {model.folded_nodes} shape-arithmetic nodes folded into constants "
+              "(verified against the model as given)")
     print("op histogram " + ", ".join(f"{op} {n}" for op, n in s.histogram))
     print("widest parallel levels:")
     for level, ops in s.widest_levels:

@@ -81,6 +81,9 @@ class KernelAccesses:
 
 def kernel_accesses(func: tirx.PrimFunc, name: str, n_inputs: int) -> KernelAccesses:
     """Walk a scheduled PrimFunc; `n_inputs` leading params are inputs, the rest outputs."""
+    symbolic = [p.name for p in func.params if not all(isinstance(s, tirx.IntImm) for s in p.ty.shape)]
+    if symbolic:  # shapes known only at run time (Range, Compress, NonMaxSuppression...)
+        raise Unsupported(f"symbolic shape of {', '.join(symbolic)}")
     params = tuple(Param(p.name, tuple(int(s) for s in p.ty.shape), i >= n_inputs)
                    for i, p in enumerate(func.params))
     walker = _Walker({var_key(p): i for i, p in enumerate(func.params)})

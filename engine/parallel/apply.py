@@ -174,7 +174,7 @@ class _Oracle:
 
         self.ctx = ctx
         self.inputs = ctx.model.random_inputs(ctx.options.seed)
-        sess = onnxruntime_session(ctx.model.proto.SerializeToString(), threads=1)
+        sess = onnxruntime_session(ctx.model.reference.SerializeToString(), threads=1)
         self.expected = sess.run(None, self.inputs)
         self.other = sess.run(None, ctx.model.random_inputs(ctx.options.seed + 1))
         self._reference: list[np.ndarray] | None = None  # unscheduled kernel outputs, on first need

@@ -46,6 +46,24 @@ def blocks_of(sch: s_tir.Schedule) -> list:
     return list(sch.get_child_blocks(sch.get_sblock("root")))
 
 
+def opaque_buffers(sch: s_tir.Schedule) -> list:
+    """Buffers (Vars) that a root-level block touches without declaring it: blocks with no
+    reads and no writes wrap extern calls and hand-written loops (NonMaxSuppression's
+    argsort, searchsorted). Inlining a block into or out of such a buffer would remove an
+    allocation these blocks still use."""
+    found: list = []
+
+    def note(access):
+        if not any(access.buffer.same_as(b) for b in found):
+            found.append(access.buffer)
+
+    for b in blocks_of(sch):
+        stmt = sch.get(b)
+        if not stmt.reads and not stmt.writes:
+            tvm_ffi.structural_walk(stmt.body, [(tirx.BufferLoad, note), (tirx.BufferStore, note)], order="pre")
+    return found
+
+
 def is_reduction_block(sch: s_tir.Schedule, block) -> bool:
     return any(iv.iter_type == tirx.IterVar.CommReduce for iv in sch.get(block).iter_vars)
 

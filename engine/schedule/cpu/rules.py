@@ -22,10 +22,12 @@ from engine.schedule.cpu.common import (
     blocks_of,
     is_reduction_block,
     num_cores,
+    opaque_buffers,
     parallelize,
     vector_lanes,
 )
 from engine.schedule.cpu.conv import Conv2dNCHW
+from engine.schedule.cpu.intrinsics import serialize_unvectorizable
 from engine.schedule.cpu.rowwise import RowWise
 
 logger = logging.getLogger(__name__)
@@ -34,13 +36,17 @@ __all__ = ["RULES", "schedule_module", "schedule_func", "Conv2dNCHW", "Matmul", 
 
 
 def _inline_all(sch: s_tir.Schedule, keep=()) -> None:
-    """Inline injective producers/consumers wherever TIR allows (pads, bias, relu, exp)."""
+    """Inline injective producers/consumers wherever TIR allows (pads, bias, relu, exp), but
+    never one whose buffers an opaque block (an extern call) also uses."""
     keep_names = {sch.get(b).name_hint for b in keep}
+    opaque = opaque_buffers(sch)
     changed = True
     while changed:
         changed = False
         for b in blocks_of(sch):
-            if sch.get(b).name_hint in keep_names:
+            stmt = sch.get(b)
+            if stmt.name_hint in keep_names or any(r.source.same_as(o) for r in [*stmt.reads, *stmt.writes]
+                                                   for o in opaque):
                 continue
             for prim in (sch.compute_inline, sch.reverse_compute_inline):
                 try:
@@ -150,7 +156,8 @@ def is_scheduled(func) -> bool:
 
 
 def schedule_func(func: tirx.PrimFunc, target: Target, rules=None) -> tirx.PrimFunc | None:
-    """Schedule one PrimFunc with the first fitting rule; None if no rule applied."""
+    """Schedule one PrimFunc with the first fitting rule; None if no rule applied. Loops
+    that call an intrinsic llvm cannot vectorise (cosh, sinh, fmod) stay scalar."""
     for rule in rules or RULES:
         try:
             sch = rule.apply(func, target)
@@ -159,7 +166,7 @@ def schedule_func(func: tirx.PrimFunc, target: Target, rules=None) -> tirx.PrimF
             logger.debug("rule %s failed: %s", type(rule).__name__, err)
             sch = None
         if sch is not None:
-            return sch.mod["main"].with_attr("tirx.is_scheduled", True)
+            return serialize_unvectorizable(sch.mod["main"]).with_attr("tirx.is_scheduled", True)
     return None
 
 

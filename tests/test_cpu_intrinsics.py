@@ -1,0 +1,82 @@
+"""Intrinsics the llvm codegen cannot vectorise (engine/schedule/cpu/intrinsics.py).
+
+Our CPU schedule vectorises elementwise loops; for sinh, cosh and fmod TVM 0.27's llvm
+backend has no vector lowering ("unknown intrinsic tirx.cosh"), so those loops stay scalar.
+"""
+
+import numpy as np
+import onnx
+import pytest
+import tvm
+from onnx import TensorProto, helper
+from tvm import relax, s_tir, te, tirx
+
+from engine.events import CompileOptions
+from engine.schedule.cpu.intrinsics import NO_VECTOR_LOWERING, unvectorizable_calls
+from engine.schedule.cpu.rules import schedule_func
+from engine.session import Session
+
+TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
+OPTIONS = CompileOptions(runs=2, timing=False)
+
+
+def _vectorised(op, dtype="float32", n=64):
+    """C[i] = op(A[i] (, B[i])) with its loop split by 8 and vectorised."""
+    a, b = te.placeholder((n,), dtype, "A"), te.placeholder((n,), dtype, "B")
+    binary = op in (tirx.fmod, tirx.pow, tirx.atan2)
+    c = te.compute((n,), lambda i: op(a[i], b[i]) if binary else op(a[i]), "C")
+    sch = s_tir.Schedule(te.create_prim_func([a, b, c]))
+    _, inner = sch.split(sch.get_loops(sch.get_sblock("C"))[0], [None, 8])
+    sch.vectorize(inner)
+    return sch.mod
+
+
+@pytest.mark.parametrize("name", sorted(NO_VECTOR_LOWERING))
+def test_the_listed_intrinsics_have_no_vector_lowering(name):
+    """Keeps the list honest: drop an entry once TVM learns to vectorise it."""
+    with pytest.raises(Exception, match=f"unknown intrinsic.*{name}"):
+        tvm.compile(_vectorised(getattr(tirx, name.split(".")[1])), target=TARGET)
+
+
+@pytest.mark.parametrize("op", [tirx.exp, tirx.tanh, tirx.sin, tirx.log1p, tirx.pow])
+def test_other_intrinsics_vectorise(op):
+    tvm.compile(_vectorised(op), target=TARGET)
+
+
+def _loops(func):
+    kinds = []
+    import tvm_ffi
+
+    tvm_ffi.structural_walk(func, (tirx.For, lambda f: kinds.append(f.kind)), order="pre")
+    return kinds
+
+
+@pytest.mark.parametrize("op", ["cosh", "sinh", "exp"])
+def test_schedule_keeps_only_unvectorizable_loops_scalar(op):
+    a = te.placeholder((4, 256), "float32", "A")
+    c = te.compute((4, 256), lambda i, j: getattr(tirx, op)(a[i, j]), "C")
+    func = schedule_func(te.create_prim_func([a, c]), TARGET)
+    vectorised = tirx.ForKind.VECTORIZED in _loops(func)
+    assert vectorised == (op == "exp")
+    assert bool(unvectorizable_calls(func)) == (op != "exp")
+    lib = tvm.compile(tvm.IRModule({"main": func}), target=TARGET)
+    x = np.random.default_rng(0).uniform(-3, 3, (4, 256)).astype(np.float32)
+    out = tvm.runtime.tensor(np.zeros_like(x))
+    lib["main"](tvm.runtime.tensor(x), out)
+    np.testing.assert_allclose(out.numpy(), getattr(np, op)(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["Cosh", "Sinh"])
+def test_cosh_sinh_models_compile_and_verify(op, tmp_path):
+    """The ONNX node tests test_cosh / test_sinh: 3x4x5, our schedule vectorises the row."""
+    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], op.lower(),
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4, 5])])
+    path = tmp_path / f"{op}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    result = Session(str(path)).compile(OPTIONS)
+    assert result.verification.passed
+    x = np.random.default_rng(1).standard_normal((3, 4, 5)).astype(np.float32)
+    vm = relax.VirtualMachine(result.executable, tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(x)).numpy()
+    np.testing.assert_allclose(got, getattr(np, op.lower())(x), rtol=1e-5, atol=1e-6)
