@@ -387,6 +387,41 @@ def test_run_gpu_dry_run_on_cpu(llvm_payload, dry_run_python, tmp_path):
     assert "| model | base | parallel | block | both | cotuned | tvm |" in table.stdout
 
 
+def test_run_gpu_stops_before_its_budget(llvm_payload, dry_run_python, tmp_path):
+    """Too little time left for a model: it is recorded as skipped and the JSON still comes back."""
+    out = tmp_path / "results.json"
+    proc = subprocess.run([dry_run_python, str(GPU / "run_gpu.py"), "--payload", str(llvm_payload.out), "--device",
+                           "cpu", "--out", str(out), "--budget-s", "20", "--reserve-s", "10",
+                           "--runtime-cache", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads(out.read_text())
+    assert results["models"] == [{"model": "fire_module", "spec": "fire_module", "status": "skipped",
+                                  "reason": "run budget exhausted"}]
+    assert results["seconds"] < 20
+
+
+def test_run_gpu_goes_on_past_a_failing_variant(llvm_payload, dry_run_python, tmp_path):
+    import gzip
+
+    payload = tmp_path / "payload"
+    shutil.copytree(llvm_payload.out, payload)
+    (payload / "models" / "fire_module" / "block.so.gz").write_bytes(gzip.compress(b"not a library"))
+    out = tmp_path / "results.json"
+    proc = subprocess.run([dry_run_python, str(GPU / "run_gpu.py"), "--payload", str(payload), "--device", "cpu",
+                           "--out", str(out), "--runs", "2", "--rounds", "1", "--warmup", "1", "--kernel-rounds", "0",
+                           "--skip-compile", "--runtime-cache", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert proc.returncode == 1  # something failed: said in the exit code and the last line
+    assert "FAILED or mismatched: fire_module/block" in proc.stdout
+    [rec] = json.loads(out.read_text())["models"]
+    block = rec["variants"]["block"]
+    assert block["status"] == "failed" and "\n" not in block["error"] and block["error"]
+    assert rec["variants"]["base"]["status"] == rec["variants"]["tvm"]["status"] == "measured"
+
+
 def test_table_renders_same_as_mismatch_and_geomean():
     from table import render
 
