@@ -6,7 +6,8 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
 
 from engine.errors import BlockwiseError
 from engine.files import write_atomic
@@ -22,26 +23,116 @@ def format_shape(shape) -> str:
     return "x".join(str(d) for d in shape) if shape else "scalar"
 
 
-def operator_graph_dot(graph, clusters: Mapping[str, Iterable[str]] | None = None,
-                       colors: Mapping[str, str] | None = None) -> str:
+@dataclass(frozen=True)
+class Box:
+    """A box drawn around operators: a fused kernel, a fusion decision. Boxes nest when one
+    holds all of another's operators; one that crosses another's border cannot be drawn."""
+
+    label: str
+    members: tuple[str, ...]
+    color: str = "#3a7bd5"
+    style: str = "dashed"  # Graphviz cluster style: dashed, solid, dotted, bold
+
+
+def operator_graph_dot(graph, clusters: Mapping[str, Iterable[str]] | Sequence[Box] | None = None,
+                       colors: Mapping[str, str] | None = None, title: str = "",
+                       legend: Sequence[tuple[str, str, str]] = ()) -> str:
     """DOT for an OperatorGraph: one box per op labelled with op type and output shape.
 
-    `clusters` maps a label (a parallel group, a fused kernel) to member op ids;
-    `colors` maps op ids to fill colours (kernel time heat)."""
+    `clusters`: Boxes (or label -> member op ids: dashed blue boxes), nested where one holds
+    another, each op drawn in the smallest box holding it; `colors` maps op ids to fill
+    colours (kernel time heat); `title` goes on top; `legend`: (kind, colour, what) rows,
+    kind "fill" (a node colour) or a cluster style ("dashed", "solid", ...), drawn as a table.
+
+        >>> operator_graph_dot(g, [Box("d0", ("a", "b")), Box("k", ("a",))], title="m")
+        'digraph G { ... subgraph cluster_0 { label="d0"; ... subgraph cluster_1 { label="k"; ... "a" ... } "b" ...'
+    """
     colors = colors or {}
-    lines = ["digraph G {", "  rankdir=TB; graph [fontname=\"Helvetica\", fontsize=11]; node [shape=box, style=\"rounded,filled\", "
-             "fillcolor=\"#f4f4f4\", fontname=\"Helvetica\", fontsize=10];"]
-    clustered: set[str] = set()
-    for k, (label, members) in enumerate((clusters or {}).items()):
-        members = list(members)
-        clustered.update(members)
-        lines.append(f"  subgraph cluster_{k} {{ label={quote(label)}; style=dashed; color=\"#3a7bd5\";")
-        lines.extend(f"    {_node_line(graph.node(m), colors)}" for m in members)
-        lines.append("  }")
-    lines.extend(f"  {_node_line(n, colors)}" for n in graph.nodes if n.id not in clustered)
+    boxes = list(clusters) if isinstance(clusters, Sequence) else \
+        [Box(label, tuple(members)) for label, members in (clusters or {}).items()]
+    tree, crossing = nest_boxes(boxes)
+    lines = ["digraph G {", "  rankdir=TB; graph [fontname=\"Helvetica\", fontsize=11]; node [shape=box, "
+             "style=\"rounded,filled\", fillcolor=\"#f4f4f4\", fontname=\"Helvetica\", fontsize=10];"]
+    if title or crossing:
+        text = title + (f"\n(not drawn: {', '.join(crossing)} cross another box)" if crossing else "")
+        lines.append(f"  labelloc=t; fontsize=14; label={quote(text)};")
+    if legend:
+        lines.append(f"  legend [shape=plaintext, style=\"\", label=<{_legend_table(legend)}>];")
+
+    inside: dict = {}
+    for n in graph.nodes:  # graph order within each box
+        inside.setdefault(tree.owner.get(n.id), []).append(n)
+
+    def emit(index: int | None, depth: int) -> None:
+        pad = "  " * depth
+        for child in tree.children.get(index, ()):
+            box = boxes[child]
+            lines.append(f"{pad}subgraph cluster_{child} {{ label={quote(tree.labels[child])}; "
+                         f"style={quote(box.style)}; color={quote(box.color)}; fontcolor={quote(box.color)};")
+            emit(child, depth + 1)
+            lines.append(f"{pad}}}")
+        lines.extend(f"{pad}{_node_line(n, colors)}" for n in inside.get(index, ()))
+
+    emit(None, 1)
     lines.extend(f"  {quote(e.src)} -> {quote(e.dst)};" for e in graph.edges)
     lines.append("}")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class BoxTree:
+    children: dict  # box index (None: the graph) -> indices of the boxes directly inside it
+    owner: dict  # op -> the index of the smallest box holding it
+    labels: dict  # box index -> its label (boxes with the same ops joined)
+
+
+def nest_boxes(boxes: Sequence[Box]) -> tuple[BoxTree, list[str]]:
+    """Each op in the smallest box holding it, each box inside the smallest box holding all
+    its ops; a box whose ops lie in different boxes crosses a border (returned by label, not
+    drawn). Boxes with the same ops are drawn as one (labels joined).
+
+        >>> tree, crossing = nest_boxes([Box("d0", ("a", "b", "c")), Box("k1", ("a", "b"))])
+        >>> tree.children, sorted(tree.owner.items()), crossing
+        ({None: [0], 0: [1]}, [('a', 1), ('b', 1), ('c', 0)], [])
+    """
+    owner: dict[str, int] = {}
+    children: dict = {}
+    labels: dict[int, str] = {}
+    crossing: list[str] = []
+    seen: dict[frozenset, int] = {}
+    for i in sorted(range(len(boxes)), key=lambda i: -len(set(boxes[i].members))):
+        members = frozenset(boxes[i].members)
+        if not members:
+            continue
+        if members in seen:
+            labels[seen[members]] += "\n" + boxes[i].label
+            continue
+        parents = {owner.get(op) for op in members}
+        if len(parents) > 1:
+            crossing.append(boxes[i].label)
+            continue
+        seen[members], labels[i] = i, boxes[i].label
+        children.setdefault(parents.pop(), []).append(i)
+        owner.update((op, i) for op in members)
+    return BoxTree(children, owner, labels), crossing
+
+
+def _legend_table(rows: Sequence[tuple[str, str, str]]) -> str:
+    """An HTML-like Graphviz table: a swatch (a filled cell, or a bordered one for a box
+    style) and what it means, per row."""
+    cells = ['<TR><TD COLSPAN="2"><B>legend</B></TD></TR>']
+    for kind, color, what in rows:
+        if kind == "fill":
+            swatch = f'<TD BGCOLOR="{color}" WIDTH="24"> </TD>'
+        else:
+            style = ' STYLE="dashed"' if kind in ("dashed", "dotted") else ""
+            swatch = f'<TD BORDER="2" COLOR="{color}"{style} WIDTH="24"> </TD>'
+        cells.append(f'<TR>{swatch}<TD ALIGN="LEFT">{_html(what)}</TD></TR>')
+    return '<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="3" CELLPADDING="3">' + "".join(cells) + "</TABLE>"
+
+
+def _html(text: str) -> str:
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _node_line(node, colors) -> str:

@@ -31,6 +31,7 @@ from engine.runtime.measure import KernelTime, Latency, onnxruntime_session, pro
 from engine.runtime.verify import (Verification, compare_kernels, compare_outputs, locate_mismatch,
                                    output_arrays, special_value_ops)
 from engine.targets import TargetSpec, get_target
+from engine.timing import ratio
 
 
 @dataclass(frozen=True, eq=False)
@@ -332,8 +333,9 @@ def _time(ctx: CompileContext) -> str:
     sess = onnxruntime_session(ctx.model.reference.SerializeToString(), threads=cpu_threads())
     inputs = ctx.run.inputs
     ctx.ort_latency = time_runs(lambda: sess.run(None, inputs), runs)
-    ratio = ctx.latency.median_ms / ctx.ort_latency.median_ms
-    return f"{ctx.latency.median_ms:.2f} ms vs onnxruntime {ctx.ort_latency.median_ms:.2f} ms ({ratio:.2f}x)"
+    r = ratio(ctx.latency.spread, ctx.ort_latency.spread)  # with the noise of both (engine.timing)
+    return (f"{ctx.latency.median_ms:.3f} ms vs onnxruntime {ctx.ort_latency.median_ms:.3f} ms "
+            f"({r.value:.2f}x ±{r.noise:.2f})")
 
 
 _STAGE_FUNCS = [(Stage.IMPORT, _import), (Stage.FUSE, _fuse), (Stage.SCHEDULE, _schedule),

@@ -25,7 +25,7 @@ from conftest import ROOT
 WORKBENCH_MAY_IMPORT = {
     "engine.session", "engine.events", "engine.errors", "engine.files", "engine.graphviz",
     "engine.opgraph", "engine.model", "engine.parallel.plan", "engine.parallel.outcome", "engine.blockdeps",
-    "engine.blockdeps.facts", "engine.tuning", "engine.tuning.options",
+    "engine.blockdeps.facts", "engine.tuning", "engine.tuning.options", "engine.timing",
 }
 
 

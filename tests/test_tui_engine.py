@@ -54,10 +54,13 @@ def test_fire_module_end_to_end(tmp_path):
             assert any(r.measured_gain_ms is not None for r in app.plan.rows if r.status is DecisionStatus.APPROVED)
             await pilot.press("4")
             shot = screen(app)
-            assert "hfused_" in shot and "vs before" in shot
+            assert "hfused_" in shot and "vs the c compile" in shot
+            # the before/after of the plan compile: both builds, one row per operator group
+            assert "before/after the plan: one compile" in shot and "hfused_d" in shot and " ← " in shot, shot
+            assert "end to end, same run: unfused" in shot
             await pilot.press("e")
             await settle(pilot, app)
-            for name in ("opgraph.svg", "blockgraph.svg", "timing-before.svg", "timing-after.svg"):
+            for name in ("opgraph.svg", "blockgraph.svg", "timing.svg", "timing.png"):
                 assert (tmp_path / "export" / name).stat().st_size > 0, name
     asyncio.run(go())
 

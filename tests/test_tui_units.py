@@ -14,6 +14,7 @@ from engine.errors import BlockDepsError, PlanError
 from engine.events import CompileOptions
 from engine.parallel.plan import DecisionStatus
 from engine.runtime.measure import KernelTime
+from workbench.present.timing import kernel_rows
 from workbench.tui.engine_adapter import EngineAnalyses
 from workbench.tui.facts import DecisionRow, Unavailable, measured_gains, op_times
 from workbench.tui.graph_canvas import neighbourhood
@@ -95,7 +96,7 @@ def test_bars_have_eighth_resolution():
     assert bar(1.0, 1.0, 4) == "████"
     assert bar(0.5, 1.0, 3) == "█▌"
     assert bar(0.0, 1.0, 3) == ""
-    rows = [KernelTime("a", 1, 2.0, 2, 2, 2, 2, 0.5), KernelTime("b", 1, 1.0, 1, 1, 1, 1, 0.25)]
+    rows = kernel_rows([KernelTime("a", 1, 2.0, 2, 2, 2, 2, 0.5), KernelTime("b", 1, 1.0, 1, 1, 1, 1, 0.25)])
     chart = bar_chart(rows, 2.0, width=10).plain.splitlines()
     assert chart[0].startswith("a") and "██████████" in chart[0] and "█████" in chart[1]
 

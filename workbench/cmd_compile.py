@@ -12,6 +12,7 @@ from workbench.cmd_tune import add_tune_arguments, tune_options
 from workbench.outdir import claim_out_dir
 from workbench.plots import timing_chart
 from workbench.present.report import report_json, report_lines, write_report
+from workbench.present.timing import chart_rows
 
 if TYPE_CHECKING:
     from engine.parallel.plan import FusionPlan
@@ -60,7 +61,7 @@ def compile_cmd(args) -> int:
     native = getattr(args, "native_log", None)
     data, written = write_outputs(session, result, plan, out_dir, export=not args.no_export,
                                   tvm_log=native.lines() if native else [])
-    print("\n".join(report_lines(result, plan)))
+    print("\n".join(report_lines(result, plan, session.graph)))
     if data["tvm_log"]:
         print(f"note         TVM printed {len(data['tvm_log'])} log lines: see tvm_log in the report")
     print("wrote        " + ", ".join(str(p) for p in written))
@@ -77,8 +78,9 @@ def write_outputs(session: Session, result: CompileResult, plan: FusionPlan | No
     written = []
     if export:
         written.append(session.export_library(result, out_dir))
-    if result.kernel_times:
-        written += timing_chart(result.kernel_times, f"{result.model} on {result.target}: per-kernel time",
-                                out_dir / "timing")
+    rows, series, note = chart_rows(result.fusion, {"this compile": result.kernel_times})
+    if rows:
+        written += timing_chart(rows, f"{result.model} on {result.target}: time per kernel", out_dir / "timing",
+                                series, note)
     written.append(write_report(data, out_dir))
     return data, written

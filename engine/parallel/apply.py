@@ -22,9 +22,10 @@ from tvm import relax
 
 from engine.errors import BlockwiseError, one_line
 from engine.events import FusionPolicy
-from engine.parallel.outcome import DecisionOutcome, DecisionResult, PlanOutcome  # noqa: F401 (re-exported)
+from engine.parallel.outcome import DecisionOutcome, DecisionResult, PlanOutcome, group_timings  # noqa: F401
 from engine.kernels import KernelCall
-from engine.runtime.measure import time_kernels_isolated, time_runs
+from engine.runtime.measure import sample_runs, time_kernels_isolated
+from engine.timing import Spread, difference
 from engine.parallel.kernel_graph import call_args, is_call_tir, key, main_bindings
 from engine.parallel.plan import DecisionKind, FusionDecision, FusionPlan, validate_plan
 from engine.parallel.relax_rewrite import call_of, member_vars, replace_with_fused
@@ -101,7 +102,7 @@ def _apply(plan: FusionPlan, approved, mod, ctx, layouts, oracle: "_Oracle | Non
     outcome = PlanOutcome(tuple(results[d.id] for d in plan.decisions), len(base_kernels), len(kernels),
                           verified)
     if kept:
-        outcome = _measure_effect(outcome, base, fused, kept, names, base_kernels, ctx)
+        outcome = _measure_effect(outcome, base, fused, kept, names, base_kernels, kernels, ctx)
     return AppliedPlan(fused, kernels, outcome)
 
 
@@ -133,7 +134,7 @@ def _keep_winners(plan: FusionPlan, trial: AppliedPlan, mod, ctx, layouts, oracl
         for o in out.decisions:
             if o.result is DecisionResult.APPLIED:
                 drops[o.id] = replace(o, result=DecisionResult.NO_MEASURED_GAIN, reason=why)
-        final = AppliedPlan(mod, ctx.kernels, replace(out, launches_after=out.launches_before))
+        final = AppliedPlan(mod, ctx.kernels, replace(out, launches_after=out.launches_before, groups=()))
         out = final.outcome
     tried = {o.id: o for o in trial.outcome.decisions}
     decisions = tuple(drops.get(o.id) or (o if o.result is not DecisionResult.NOT_APPROVED else tried[o.id])
@@ -239,10 +240,12 @@ def _relist(mod, base, base_kernels: tuple[KernelCall, ...]) -> tuple[KernelCall
 KERNEL_TIMING = "each kernel timed alone (time_evaluator) on the arguments of a real run"
 
 
-def _measure_effect(outcome, base, fused, kept, names, base_kernels, ctx):
-    """Unfused and fused builds measured in one run: each fused kernel and each member
-    timed alone on the inputs it gets in a real run (no per-call hook cost, which would
-    favour fusion by one hook per saved launch), and both models end to end, alternately."""
+def _measure_effect(outcome, base, fused, kept, names, base_kernels, fused_kernels, ctx):
+    """Unfused and fused builds measured in one run: each kernel of both builds timed alone
+    on the inputs it gets in a real run (no per-call hook cost, which would favour fusion by
+    one hook per saved launch), and both models end to end, alternately. Fills each kept
+    decision's times, the groups (the before/after of every kernel) and the end-to-end
+    spreads; noise throughout is engine.timing's (the interquartile range, both sides added)."""
     if not ctx.spec.times_fusion or not ctx.options.timing or not ctx.spec.device_present():
         return replace(outcome, notes=outcome.notes + (
             "fusion effect not timed (no device run: kernels verified in host emulation)",))
@@ -256,10 +259,10 @@ def _measure_effect(outcome, base, fused, kept, names, base_kernels, ctx):
     timed = {which: time_kernels_isolated(builds[which][1], vm, lambda vm=vm: vm["main"](*args),
                                           _funcs(builds[which][0]), dev)
              for which, vm in vms.items()}
-    latency: dict[str, list[float]] = {"unfused": [], "fused": []}
+    samples: dict[str, list[float]] = {"unfused": [], "fused": []}
     for _ in range(3):  # alternate, to share any drift between the two
         for which, vm in vms.items():
-            latency[which].append(time_runs(lambda vm=vm: vm["main"](*args), runs).median_ms)
+            samples[which] += sample_runs(lambda vm=vm: vm["main"](*args), runs)
     by_id = {d.id: d for d in kept}
     decisions = []
     for o in outcome.decisions:
@@ -274,9 +277,14 @@ def _measure_effect(outcome, base, fused, kept, names, base_kernels, ctx):
             continue
         decisions.append(replace(o, members_ms=tuple(m.median_ms for m in members), fused_ms=fused_t.median_ms,
                                  noise_ms=fused_t.spread_ms + sum(m.spread_ms for m in members)))
-    noise = max(max(v) - min(v) for v in latency.values())
-    return replace(outcome, decisions=tuple(decisions), unfused_ms=min(latency["unfused"]),
-                   fused_ms=min(latency["fused"]), kernel_timing=KERNEL_TIMING, e2e_noise_ms=noise)
+    labels = {n.id: n.label for n in ctx.graph.nodes}
+    groups = group_timings(base_kernels, fused_kernels, {names[d.id]: (d.id, d.kernels) for d in kept},
+                           {k: t.time for k, t in timed["unfused"].items()},
+                           {k: t.time for k, t in timed["fused"].items()}, labels)
+    unfused, fused_e2e = (Spread.of([x * 1e3 for x in samples[w]]) for w in ("unfused", "fused"))
+    return replace(outcome, decisions=tuple(decisions), unfused_ms=unfused.median_ms, fused_ms=fused_e2e.median_ms,
+                   kernel_timing=KERNEL_TIMING, e2e_noise_ms=difference(unfused, fused_e2e).noise_ms,
+                   groups=groups, unfused=unfused, fused=fused_e2e)
 
 
 def _funcs(vm_mod) -> set[str]:

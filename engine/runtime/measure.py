@@ -2,47 +2,28 @@
 
 Kernel calls are timed through the Relax VM's instrument hook (TVM 0.27 has no VM
 profiler), synchronising the device around each call, and aggregated like nsys's kernel
-summary.
+summary, with medians and interquartile spreads (engine.timing: the facts and their statistics).
+Warm-up runs are never recorded.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class KernelTime:
-    name: str
-    calls: int
-    total_ms: float
-    mean_ms: float
-    median_ms: float
-    min_ms: float
-    max_ms: float
-    share: float  # of the summed kernel time
-
-
-@dataclass(frozen=True)
-class Latency:
-    median_ms: float
-    min_ms: float
-    max_ms: float
-    p90_ms: float
-    runs: int
-
-    @staticmethod
-    def of(samples_s: list[float]) -> "Latency":
-        ms = sorted(s * 1e3 for s in samples_s)
-        return Latency(statistics.median(ms), ms[0], ms[-1], ms[int(0.9 * (len(ms) - 1))], len(ms))
+from engine.timing import KernelTime, Latency, Spread, shares  # noqa: F401 (the facts: re-exported)
 
 
 def time_runs(fn: Callable[[], object], runs: int, warmup: int = 3) -> Latency:
     """Median-of-N wall-clock latency after warm-up."""
+    return Latency.of(sample_runs(fn, runs, warmup))
+
+
+def sample_runs(fn: Callable[[], object], runs: int, warmup: int = 3) -> list[float]:
+    """Wall-clock seconds of `runs` calls of `fn`, after `warmup` calls not recorded."""
     for _ in range(warmup):
         fn()
     samples = []
@@ -50,7 +31,7 @@ def time_runs(fn: Callable[[], object], runs: int, warmup: int = 3) -> Latency:
         start = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - start)
-    return Latency.of(samples)
+    return samples
 
 
 def on_kernel_calls(vm, run: Callable[[], object], names: set[str], before: bool,
@@ -102,15 +83,17 @@ def profile_kernels(vm, run: Callable[[], object], runs: int, sync: Callable[[],
 
 
 def aggregate(samples: dict[str, list[float]], runs: int) -> tuple[KernelTime, ...]:
-    """nsys-style rows, most total time first; `calls` is per inference."""
-    total = sum(sum(v) for v in samples.values()) or 1.0
+    """nsys-style rows (samples in seconds), largest median per inference first; `calls` is
+    per inference, `share` of the summed medians per inference (engine.timing.shares)."""
     rows = []
     for name, ts in samples.items():
         ms = np.asarray(ts) * 1e3
+        s = Spread.of(ms)
         rows.append(KernelTime(name, max(len(ts) // runs, 1), float(ms.sum()) / runs, float(ms.mean()),
-                               float(np.median(ms)), float(ms.min()), float(ms.max()),
-                               float(sum(ts) / total)))
-    return tuple(sorted(rows, key=lambda r: -r.total_ms))
+                               s.median_ms, float(ms.min()), float(ms.max()), 0.0, s.q1_ms, s.q3_ms))
+    share = shares(rows)
+    rows = [replace(r, share=share[r.name]) for r in rows]
+    return tuple(sorted(rows, key=lambda r: -r.per_inference.median_ms))
 
 
 def onnxruntime_session(proto_bytes: bytes, threads: int):
@@ -125,16 +108,31 @@ def onnxruntime_session(proto_bytes: bytes, threads: int):
 
 @dataclass(frozen=True)
 class IsolatedTime:
-    median_ms: float
-    spread_ms: float  # interquartile range of the repeats: the measurement's noise
+    """One kernel call timed alone, repeated: its median and interquartile range per call."""
+
+    kernel: str
+    time: Spread
+
+    @property
+    def median_ms(self) -> float:
+        return self.time.median_ms
+
+    @property
+    def spread_ms(self) -> float:
+        """The measurement's noise (its interquartile range)."""
+        return self.time.noise_ms
 
 
 def time_kernels_isolated(executable, vm, run: Callable[[], object], names: set[str], dev,
-                          repeat: int = 9, min_repeat_ms: int = 5) -> dict[str, IsolatedTime]:
+                          repeat: int = 25) -> dict[str, IsolatedTime]:
     """Time per call of each kernel in `names`, each timed alone by the runtime's
-    `time_evaluator` (no Python between calls) on the arguments of its first call in one
-    real run of `run`. Unlike `profile_kernels`, no per-call hook cost is counted, so a
-    fused kernel and its members compare fairly however small they are."""
+    `time_evaluator` (its timer in C++, the first call discarded) on the arguments of its
+    first call in one real run of `run`. Unlike `profile_kernels`, no per-call hook cost is
+    counted, so a fused kernel and its members compare fairly however small they are.
+
+    Each sample is one call (number=1), as in a real run: back-to-back calls for a few ms
+    (min_repeat_ms) measured 2-3x slower than single calls on a loaded 2-core machine (the
+    pool's threads preempted mid-barrier), which no real run of the model sees."""
     import tvm
 
     captured: dict[str, list] = {}
@@ -150,10 +148,8 @@ def time_kernels_isolated(executable, vm, run: Callable[[], object], names: set[
         lib = next((m for m in libs if m.implements_function(name)), None)
         if lib is None:
             continue
-        timer = lib.time_evaluator(name, dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
-        ms = np.asarray(timer(*args).results) * 1e3
-        q1, q3 = np.percentile(ms, [25, 75])
-        out[name] = IsolatedTime(float(np.median(ms)), float(q3 - q1))
+        timer = lib.time_evaluator(name, dev, number=1, repeat=repeat)
+        out[name] = IsolatedTime(name, Spread.of(np.asarray(timer(*args).results) * 1e3))
     return out
 
 

@@ -15,6 +15,8 @@ from engine.files import write_atomic
 from engine.opgraph import OperatorGraph
 from engine.parallel.plan import FusionPlan
 from workbench.present.fusion import fusion_json, fusion_lines
+from workbench.present.timing import (GAPS, MEDIANS, kernel_rows, kernel_rows_json, kernel_table_lines,
+                                      latency_lines)
 
 if TYPE_CHECKING:
     from engine.pipeline import CompileResult
@@ -51,6 +53,8 @@ def report_json(result: CompileResult, graph: OperatorGraph, plan: FusionPlan | 
         "latency": latency(result.latency),
         "onnxruntime_latency": latency(result.onnxruntime_latency),
         "ratio_vs_onnxruntime": _ratio(result),
+        "timing": {"model": MEDIANS, "kernel_sum": GAPS,
+                   "kernels": kernel_rows_json(kernel_rows(result.kernel_times, result.kernels, graph))},
         "notes": list(result.notes),
     }
     if result.fusion is not None and plan is not None:
@@ -67,28 +71,23 @@ def write_report(data: dict, out_dir: str | os.PathLike) -> Path:
     return write_atomic(Path(out_dir) / REPORT_NAME, json.dumps(data, indent=1) + "\n")
 
 
-def report_lines(result: CompileResult, plan: FusionPlan | None = None) -> list[str]:
+def report_lines(result: CompileResult, plan: FusionPlan | None = None, graph: OperatorGraph | None = None
+                 ) -> list[str]:
+    """`graph`: for each kernel's GFLOP/s and GB/s (the operator graph's estimates)."""
     v = result.verification
     lines = [f"model        {result.model}   target {result.target}",
              "stages       " + "  ".join(f"{s.stage.value} {s.seconds:.2f}s" for s in result.stages
                                          if s.status is StageStatus.DONE),
              f"verify       {'OK' if v.passed else 'FAILED'}  {v.figures()}  ({result.ran_on})",
              f"kernels      {result.launches} launches per inference"]
-    lat, ort = result.latency, result.onnxruntime_latency
-    if lat:
-        lines.append(f"latency      {lat.median_ms:.3f} ms median of {lat.runs} "
-                     f"(min {lat.min_ms:.3f}, p90 {lat.p90_ms:.3f});  onnxruntime {ort.median_ms:.3f} ms  "
-                     f"-> {_ratio(result):.2f}x onnxruntime")
+    lines += latency_lines(result.latency, result.onnxruntime_latency, result.kernel_times)
     lines += [f"note         {note}" for note in result.notes]
     if result.fusion is not None and plan is not None:
         lines += fusion_lines(result.fusion, plan)
     if result.kernel_resources:
         lines += [""] + resource_lines(result.kernel_resources)
     if result.kernel_times:
-        lines += ["", f"{'kernel':<48} {'calls':>5} {'total ms':>9} {'mean':>8} {'median':>8} {'min':>8} "
-                      f"{'max':>8} {'share':>6}"]
-        lines += [f"{t.name[:48]:<48} {t.calls:>5} {t.total_ms:>9.3f} {t.mean_ms:>8.3f} {t.median_ms:>8.3f} "
-                  f"{t.min_ms:>8.3f} {t.max_ms:>8.3f} {t.share * 100:>5.1f}%" for t in result.kernel_times]
+        lines += [""] + kernel_table_lines(kernel_rows(result.kernel_times, result.kernels, graph))
     return lines
 
 

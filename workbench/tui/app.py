@@ -22,14 +22,16 @@ from workbench.tui.blocks_view import BlockGridWidget, BlocksView, EdgeTable
 from workbench.tui.compile_panel import CompilePanel
 from workbench.tui.engine_adapter import EngineAnalyses
 from workbench.tui.facts import (BlockDepsReport, PlanState, Unavailable, conflict_lines, kernel_groups,
-                                 measured_gains, op_times)
+                                 measured_gains)
 from workbench.tui.fusion_table import FusionTable
 from workbench.tui.fusion_view import FusionPane
 from workbench.tui.graph_canvas import GraphCanvas
 from workbench.tui.graph_view import GraphView
 from workbench.tui.help import HelpScreen, key_rows
 from workbench.tui.layout import ClusterSpec
-from workbench.tui.timing_view import NOT_TIMED, KernelTable, ResourceTable, TimingView, run_of
+from workbench.present.timing import op_medians
+from workbench.tui.timing_view import (NOT_TIMED, GroupTable, KernelTable, ResourceTable, TimingTable, TimingView,
+                                       outcome_text, run_of)
 
 TABS = ("graph", "blocks", "fusion", "timing", "compile")
 
@@ -183,7 +185,8 @@ class WorkbenchApp(App):
             except Exception as err:
                 block_dot = Unavailable(_one_line(err))
         try:
-            written, skipped = export_views(out_dir, self.graph, clusters, op_ms, block_dot, self.results)
+            written, skipped = export_views(out_dir, self.graph, clusters, op_ms, block_dot, self.results,
+                                            self.plan if isinstance(self.plan, PlanState) else None)
         except Exception as err:
             self.post_message(events.ExportDone([], [f"export failed: {_one_line(err)}"]))
             return
@@ -240,14 +243,13 @@ class WorkbenchApp(App):
         result = message.result
         self.results[message.kind] = result
         self.kernels = tuple(result.kernels)
-        run = run_of(result, message.kind, self.analyses.ran_on_device(result))
+        run = run_of(result, message.kind, self.analyses.ran_on_device(result), self.graph)
         lat = (f"{run.latency_ms:.3f} ms (measured on {run.measured_on})" if run.latency_ms is not None
                else NOT_TIMED if run.emulated else "no timing")
-        self.query_one(CompilePanel).finish(Text(f"done: {result.launches} launches, {lat}; see 4 Timing",
-                                                 style="bold green"))
+        self.query_one(CompilePanel).finish(Text(outcome_text(run), style="bold green"))
         self.query_one(TimingView).set_run(message.kind, run)
         kernel_of = {op: k.func for k in result.kernels for op in k.ops}
-        self.query_one(GraphView).set_timing(op_times(result.kernels, result.kernel_times), kernel_of)
+        self.query_one(GraphView).set_timing(op_medians(result.kernels, result.kernel_times), kernel_of)
         self._update_clusters()
         self._update_measured(message.kind, result)
         self.sub_title = f"{self.graph.model}: compiled ({message.kind} the plan), {lat}"
@@ -284,6 +286,20 @@ class WorkbenchApp(App):
             if clashes:
                 self.notify("\n".join(clashes), title="conflicting decisions", severity="warning", timeout=8)
 
+    def on_timing_table_ops_chosen(self, message: TimingTable.OpsChosen) -> None:
+        """enter on a timing row: its operators highlighted and the first selected in the graph."""
+        if not message.ops:
+            self.notify(f"{message.label}: no operators known for this kernel", severity="warning")
+            return
+
+        def show() -> None:
+            canvas = self.query_one(GraphCanvas)
+            canvas.set_highlight(message.ops, scroll=True)
+            canvas.selected = next((n.id for n in self.graph.nodes if n.id in set(message.ops)), message.ops[0])
+
+        self.action_tab("graph", then=show)
+        self.notify(f"{message.label}: {len(message.ops)} operator(s) highlighted in the graph")
+
     def on_graph_canvas_node_selected(self, message: GraphCanvas.NodeSelected) -> None:
         if message.node_id is not None:
             self.query_one(BlocksView).select_for_op(message.node_id)
@@ -292,7 +308,7 @@ class WorkbenchApp(App):
 
     def action_tab(self, tab: str, then=None) -> None:
         targets = {"graph": (GraphCanvas,), "blocks": (BlockGridWidget,), "fusion": (FusionTable,),
-                   "timing": (KernelTable, ResourceTable)}.get(tab, ())  # the first one shown gets focus
+                   "timing": (GroupTable, KernelTable, ResourceTable)}.get(tab, ())  # the first one shown gets focus
         if not targets:  # else focus moves on to a neighbour in the hidden pane, which shows it again
             self.set_focus(None)
         self.query_one(TabbedContent).active = tab
@@ -401,7 +417,8 @@ class WorkbenchApp(App):
         out_dir = self.out_dir or Path("out") / f"{self.graph.model}-tui"
         edge = self.query_one(BlocksView).edge
         op_ms = self.query_one(GraphView)._op_ms
-        self.notify(f"exporting to {out_dir}…")
+        which = f" (block graph: the Blocks tab's edge {edge.title})" if edge else ""
+        self.notify(f"exporting to {out_dir}…{which}")
         self.export_worker(out_dir, self._clusters(), op_ms, edge.key if edge else None)
 
     def action_save_plan(self) -> None:

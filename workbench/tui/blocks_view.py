@@ -148,6 +148,7 @@ class BlocksView(Horizontal):
         super().__init__(**kwargs)
         self.report: BlockDepsReport | None = None
         self.edge: EdgeDeps | None = None
+        self.picked = False  # the edge was picked in this tab: the graph's selection no longer moves it
 
     def compose(self) -> ComposeResult:
         yield EdgeTable()
@@ -165,7 +166,7 @@ class BlocksView(Horizontal):
 
     def reset(self, what: str) -> None:
         """Forget the report (the target changed): empty grids, `what` as the title."""
-        self.report, self.edge = None, None
+        self.report, self.edge, self.picked = None, None, False
         self.query_one(EdgeTable).show(())
         for grid in self.query(BlockGridWidget):
             grid.show(None)
@@ -226,8 +227,9 @@ class BlocksView(Horizontal):
             f"{_dims(self.edge.producer)}   consumer {unit} {index} needs {len(needs)}")
 
     def select_for_op(self, op_id: str) -> None:
-        """Show the first edge into the kernel computing `op_id` (else out of it)."""
-        if self.report is None:
+        """Show the first edge into the kernel computing `op_id` (else out of it), unless an
+        edge was picked in this tab (that one stays: it is what `e` exports)."""
+        if self.report is None or self.picked:
             return
         for pick in (lambda e: op_id in e.consumer.ops, lambda e: op_id in e.producer.ops):
             edge = next((e for e in self.report.edges if pick(e)), None)
@@ -238,6 +240,7 @@ class BlocksView(Horizontal):
                 return
 
     def on_edge_table_edge_chosen(self, event: EdgeTable.EdgeChosen) -> None:
+        self.picked = self.picked or self.query_one(EdgeTable).has_focus  # a person moved the cursor
         self.show_edge(event.key)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
