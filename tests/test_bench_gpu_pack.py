@@ -387,6 +387,19 @@ def test_run_gpu_dry_run_on_cpu(llvm_payload, dry_run_python, tmp_path):
     assert "| model | base | parallel | block | both | cotuned | tvm |" in table.stdout
 
 
+def test_run_gpu_checks_a_payload_without_tvm_or_gpu(llvm_payload, tmp_path):
+    proc = subprocess.run([sys.executable, str(GPU / "run_gpu.py"), "--payload", str(llvm_payload.out),
+                           "--check-payload"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "payload ok: 1 models" in proc.stdout
+    broken = tmp_path / "payload"
+    shutil.copytree(llvm_payload.out, broken)
+    np.savez(broken / "models" / "fire_module" / "weights.npz")  # the shared weights lost
+    proc = subprocess.run([sys.executable, str(GPU / "run_gpu.py"), "--payload", str(broken), "--check-payload"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "PROBLEM fire_module" in proc.stdout
+
+
 def test_run_gpu_stops_before_its_budget(llvm_payload, dry_run_python, tmp_path):
     """Too little time left for a model: it is recorded as skipped and the JSON still comes back."""
     out = tmp_path / "results.json"

@@ -4,6 +4,7 @@ no TVM install, no network). Made by bench/gpu/pack.py; bench/gpu/table.py rende
 
     python bench/gpu/run_gpu.py --payload bench/gpu/payload --out $OUT/results.json
     python bench/gpu/run_gpu.py --payload /tmp/p_llvm --device cpu --out /tmp/r.json   # dry run here
+    python bench/gpu/run_gpu.py --payload bench/gpu/payload --check-payload   # here, before the GPU call
 
 Per model in payload/manifest.json:
   * every packed library (base, parallel, block, both, cotuned, tvm, base-embedded) on the
@@ -447,8 +448,8 @@ class ModelRun:
         for key in ("launches_planned", "approved", "fusion", "cotuned_decisions"):
             if key in v:
                 out[key] = v[key]
-        if v["status"] != "packed":
-            out["status"] = v["status"]
+        if v["status"] != "packed":  # not built here: the pack said why
+            out["status"] = "pack failed" if v["status"] == "failed" else v["status"]
             for key in ("same_as", "reason", "error"):
                 if key in v:
                     out[key] = v[key]
@@ -560,6 +561,44 @@ class ModelRun:
                 self.rec["notes"].append(f"{name}: kernel profile failed: {one_line(err)[:200]}")
 
 
+def check_payload(payload: Path, manifest: dict) -> list[str]:
+    """What can be checked without TVM, torch or a GPU (`--check-payload`, here before the
+    one GPU call): every file present and readable, every weight restored with the pack's
+    sha256, onnxruntime on the shipped model equal to the pack's reference. Returns problems."""
+    import numpy as np  # noqa: PLC0415
+    import onnx  # noqa: PLC0415
+    import onnxruntime as ort  # noqa: PLC0415
+
+    from regen import restore_initializers  # noqa: PLC0415
+
+    problems = []
+    for entry in manifest["models"]:
+        folder, files = payload / entry["dir"], entry["files"]
+        try:
+            for name, v in entry["variants"].items():
+                for f in v.get("files", {}).values():
+                    gzip.decompress((folder / f).read_bytes())
+            proto = onnx.load(str(folder / files["onnx"]))
+            bad = restore_initializers(proto, entry.get("regenerated_weights", []))
+            if bad:
+                problems.append(f"{entry['model']}: {len(bad)} regenerated weights differ")
+            model_weights(entry, folder, proto)
+            with np.load(folder / files["inputs"]) as z:
+                inputs = {spec["name"]: z[spec["name"]] for spec in entry["inputs"]}
+            with np.load(folder / files["reference"]) as z:
+                reference = [z[o["name"]] for o in entry["outputs"]]
+            got = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, inputs)
+            check = compare(got, reference)
+            if not check["ok"]:
+                problems.append(f"{entry['model']}: onnxruntime differs from the reference ({check['max_abs_err']:.1e})")
+            packed = [n for n, v in entry["variants"].items() if v["status"] == "packed"]
+            log(f"{entry['model']}: {len(packed)} libraries, {len(entry['weights'])} weights, "
+                f"onnxruntime vs reference {check['max_abs_err']:.1e}")
+        except Exception as err:
+            problems.append(f"{entry['model']}: {one_line(err)}")
+    return problems
+
+
 def environment(args, tvm, torch) -> dict:
     import numpy as np  # noqa: PLC0415
     import onnx  # noqa: PLC0415
@@ -627,6 +666,8 @@ def main(argv=None) -> int:
                         help="kept before the deadline to finish and write (default %(default)s)")
     parser.add_argument("--tf32", action="store_true", help="allow TF32 in torch (default: strict fp32 like ours)")
     parser.add_argument("--no-cudnn-benchmark", action="store_true")
+    parser.add_argument("--check-payload", action="store_true",
+                        help="only check the payload (no TVM, torch or GPU needed): files, weights, reference")
     parser.add_argument("--runtime-cache", type=Path, default=None, help="where to unpack the TVM runtime")
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -635,6 +676,12 @@ def main(argv=None) -> int:
     if not manifest_path.is_file():
         raise SystemExit(f"{manifest_path}: no manifest (not packed, or refused by pack.py)")
     manifest = json.loads(manifest_path.read_text())
+    if args.check_payload:
+        problems = check_payload(args.payload, manifest)
+        for line in problems:
+            log("PROBLEM " + line)
+        log(f"payload {'ok' if not problems else 'NOT ok'}: {len(manifest['models'])} models")
+        return 1 if problems else 0
     if args.device == "cuda":
         ensure_cudart_on_loader_path(argv)
         os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")  # NVRTC needs cuda-bindings

@@ -9,7 +9,8 @@ median latency (ms, and launches per inference), latency / `base` (our unfused b
 latency / `tvm` (stock TVM: its own import and default pipeline); lower is better, each with
 the geometric mean over the models where both were measured. A cell says why it is empty:
 `=parallel` (the same build as that variant, whose figure counts for it), `no dec.` (the plan
-has no decision of this kind), `skipped`, `failed`; `✗` marks outputs that did not match
+has no decision of this kind), `skipped`, `failed` (on the GPU), `pack failed` (not built);
+`✗` marks outputs that did not match
 onnxruntime. Footnotes give the errors and the run's settings.
 """
 
@@ -114,7 +115,7 @@ def footnotes(results: dict) -> list[str]:
         if r.get("status") not in ("done", None):
             notes.append(f"- {r['model']}: {r.get('status')}: {r.get('error') or r.get('reason', '')}")
         for name, v in r.get("variants", {}).items():
-            if v.get("status") in ("failed", "skipped"):
+            if v.get("status") in ("failed", "pack failed", "skipped"):
                 notes.append(f"- {r['model']} / {name}: {v['status']}: {v.get('error') or v.get('reason', '')}")
             elif v.get("ok") is False:
                 notes.append(f"- {r['model']} / {name}: outputs differ from onnxruntime "
