@@ -25,6 +25,7 @@ from engine.kernels import KernelCall, list_kernels, trace_fusion
 from engine.model import Model
 from engine.opgraph import OperatorGraph
 from engine.parallel.apply import PlanOutcome, apply_plan
+from engine.parallel.tir_util import c_identifier_names
 from engine.relax_import import import_relax, propagate_owners
 from engine.resources import KernelResources
 from engine.runtime.measure import KernelTime, Latency, onnxruntime_session, profile_kernels, time_runs
@@ -248,6 +249,7 @@ def _apply_plan(ctx: CompileContext) -> str:
 
 def _build(ctx: CompileContext) -> str:
     """Fills executable, kernel_resources (when the target checks its generated code)."""
+    ctx.mod = c_identifier_names(ctx.mod)
     ctx.executable = tvm.compile(ctx.mod, target=ctx.target)
     check = ctx.spec.check_codegen(ctx.executable, ctx.target)
     if check is None:

@@ -14,6 +14,9 @@ from tvm.tirx.buffer import is_buffer_var
 from engine.errors import CompileError
 
 
+OP_PATTERN_OPAQUE = 8  # relax OpPatternKind::kOpaque
+
+
 class FusionUnsupported(CompileError):
     """A member kernel has a shape the horizontal code generator cannot fuse (one line)."""
 
@@ -31,6 +34,44 @@ def fresh_copy(func: tirx.PrimFunc) -> tirx.PrimFunc:
         return cache[h]
 
     return tvm_ffi.structural_map(func, (ir.Var, on_var))
+
+
+def c_identifier_names(mod: tvm.IRModule) -> tvm.IRModule:
+    """`mod` with every PrimFunc variable whose name is not a C identifier renamed (`/`, `.`,
+    `-` -> `_`): the CUDA code generator prints names as they are, and an ONNX input such as
+    resnet50's `gpu_0/data_0` made nvcc fail. Other PrimFuncs are returned as they are."""
+    import re
+
+    def bad(name: str) -> bool:
+        return not name.isidentifier()
+
+    updates = {}
+    for gv, func in mod.functions_items():
+        if not isinstance(func, tirx.PrimFunc):
+            continue
+        names: list[str] = []
+        tvm_ffi.structural_walk(func, (ir.Var, lambda v: names.append(v.name)))
+        if not any(bad(n) for n in names):
+            continue
+        cache: dict[int, ir.Var] = {}
+
+        def on_var(var):
+            if not bad(var.name):
+                return var
+            h = var.__chandle__()
+            if h not in cache:
+                new = re.sub(r"\W", "_", var.name)
+                new = new if new[:1].isalpha() or new[:1] == "_" else f"v_{new}"
+                cache[h] = (_tirx_api.BufferVar(new, var.ty, None) if is_buffer_var(var) else tirx.Var(new, var.ty))
+            return cache[h]
+
+        updates[gv] = tvm_ffi.structural_map(func, (ir.Var, on_var))
+    if not updates:
+        return mod
+    mod = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    for gv, func in updates.items():
+        mod[gv] = func
+    return mod
 
 
 def substitute(node, mapping: dict[int, object]):
@@ -69,7 +110,11 @@ def fused_func(parts: list[RootParts], body: tirx.Stmt, like: tirx.PrimFunc,
     params = [p for m in parts for p in m.inputs] + [m.output for m in parts]
     allocs = [a for m in parts for a in m.allocs] + list(extra_allocs)
     root = SBlock([], [], [], "root", body, None, allocs)
-    attrs = tvm.ir.make_node("ir.DictAttrs", **{"tirx.is_scheduled": True, "tirx.noalias": True})
+    # op_pattern 8 (kOpaque): a target whose build re-runs FuseOps (cuda's default pipeline)
+    # must not merge a fused kernel with its neighbours; the merged kernel would allocate
+    # the intermediate between them inside the launch ("Cannot allocate global memory")
+    attrs = tvm.ir.make_node("ir.DictAttrs", **{"tirx.is_scheduled": True, "tirx.noalias": True,
+                                                "op_pattern": OP_PATTERN_OPAQUE})
     return tirx.PrimFunc(params, SBlockRealize([], True, root), ret_type=like.ret_type, attrs=attrs)
 
 
