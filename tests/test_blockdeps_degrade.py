@@ -63,3 +63,25 @@ def test_an_unreadable_kernel_costs_only_its_own_proposals(monkeypatch):
     deps = session.block_deps("llvm")
     into_concat = [e for e in deps.edges if e.consumer.func.startswith("concatenate")]
     assert into_concat and all(not is_analysed(e) and "Simulated" in e.notes[0] for e in into_concat)
+
+
+def test_an_edge_too_large_to_compare_is_one_line_not_hours(monkeypatch):
+    """shufflenet on cuda has conv -> conv edges of 87808 x 87808 blocks in no sorted order:
+    comparing every pair took hours. Over the budget an edge degrades to all-to-all; when even
+    that map would not fit, the whole-model analysis ends with one line naming the edge, and
+    the vertical proposals just leave the edge out."""
+    import pytest
+
+    from engine.blockdeps import analysis, block_map
+    from engine.errors import BlockDepsError
+
+    session = Session("fire_module")
+    scheduled = session.scheduled("llvm")
+    monkeypatch.setattr(block_map, "MAX_CANDIDATE_PAIRS", 0)
+    deps = session.block_deps("llvm")
+    assert deps.edges and not any(is_analysed(e) for e in deps.edges)
+    assert "over the analysis budget" in deps.edges[0].notes[0]
+    monkeypatch.setattr(analysis, "MAX_DENSE_PAIRS", 0)
+    with pytest.raises(BlockDepsError, match="does not fit in memory"):
+        session.block_deps("llvm")
+    assert analysis.analyze_edges(scheduled, lambda p, c: True) == ()

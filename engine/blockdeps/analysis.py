@@ -136,12 +136,17 @@ def _build(edge: EdgeInput | _Unanalysed, method: Method, few_bound: int, owner_
 
 
 NOT_ANALYSED = "not analysed, assumed all-to-all"
+MAX_DENSE_PAIRS = 1 << 26  # pairs of a conservative all-to-all map (8 bytes each)
 
 
 def conservative_map(producer: KernelRef, consumer: KernelRef, pgrid: KernelGrid, cgrid: KernelGrid,
                      few_bound: int, reason: str, via_view: bool = False) -> EdgeBlockMap:
-    """Every consumer block depends on every producer block (what the kernel barrier orders)."""
+    """Every consumer block depends on every producer block (what the kernel barrier orders).
+    Raises BlockDepsError when that map would not fit in memory (it lists every pair)."""
     n_p, n_c = pgrid.blocks, cgrid.blocks
+    if n_p * n_c > MAX_DENSE_PAIRS:
+        raise BlockDepsError(f"edge {producer.func} -> {consumer.func}: {n_p} x {n_c} blocks could not be "
+                             f"analysed ({reason}) and an all-to-all map that size does not fit in memory")
     indptr = np.arange(n_c + 1, dtype=np.int64) * n_p
     indices = np.tile(np.arange(n_p, dtype=np.int64), n_c)
     return EdgeBlockMap(producer, consumer, pgrid, cgrid, Method.FAST, EdgeClass.ALL_TO_ALL, indptr, indices,
@@ -168,11 +173,18 @@ def analyze_edge(scheduled, producer: int, consumer: int, method: Method = Metho
 def analyze_edges(scheduled, keep: Callable[[KernelRef, KernelRef], bool], method: Method = Method.AUTO,
                   few_bound: int = DEFAULT_FEW_BOUND) -> tuple[EdgeBlockMap, ...]:
     """The block maps of the kernel edges (producer, consumer) that `keep` accepts; edges
-    the analysis cannot read come back all-to-all with a note (see `is_analysed`)."""
+    the analysis cannot read come back all-to-all with a note (see `is_analysed`), or are
+    left out when even that map would be too large."""
     prep = _Prepared(scheduled)
     owner_cache: dict = {}
-    return tuple(_build(edge, method, few_bound, owner_cache) for edge in prep.edges
-                 if keep(edge.producer, edge.consumer))
+    maps = []
+    for edge in prep.edges:
+        if keep(edge.producer, edge.consumer):
+            try:
+                maps.append(_build(edge, method, few_bound, owner_cache))
+            except BlockDepsError:
+                continue
+    return tuple(maps)
 
 
 def is_analysed(edge: EdgeBlockMap) -> bool:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.blockdeps.index_eval import Unsupported
+
 from .facts import DEFAULT_FEW_BOUND, AccessKind, EdgeBlockMap, EdgeClass, KernelRef, Method
 from .footprints import BoxSet, block_boxes, block_elements
 from .kernel_access import KernelAccesses
@@ -109,6 +111,12 @@ def fast_map(edge: EdgeInput) -> tuple[np.ndarray, np.ndarray, int, bool, tuple[
     return indptr, indices, element_deps, exact, tuple(dict.fromkeys(notes))
 
 
+# Candidate (consumer, producer) block pairs one edge may compare: ~10 s of numpy work.
+# Grids of 10^5 blocks whose ranges are not ordered (shufflenet's channel shuffle on cuda:
+# 351232 blocks a side) would otherwise take hours; such an edge is mapped all-to-all, with the reason.
+MAX_CANDIDATE_PAIRS = 1 << 27
+
+
 def overlap_pairs(c_box: BoxSet, p_box: BoxSet, c_flat: BoxSet, p_flat: BoxSet) -> tuple[np.ndarray, np.ndarray]:
     """(consumer, producer) block pairs whose boxes and flat ranges both overlap.
 
@@ -130,6 +138,10 @@ def overlap_pairs(c_box: BoxSet, p_box: BoxSet, c_flat: BoxSet, p_flat: BoxSet) 
         start = np.zeros(len(c_ids), np.int64)
         stop = np.full(len(c_ids), len(p_ids), np.int64)
     count = np.maximum(stop - start, 0)
+    candidates = int(count.sum())
+    if candidates > MAX_CANDIDATE_PAIRS:
+        raise Unsupported(f"{len(c_ids)} x {len(p_ids)} blocks give {candidates:.2e} block pairs to compare, "
+                          f"over the analysis budget of {MAX_CANDIDATE_PAIRS:.1e}")
     rows_out, cols_out = [], []
     # Dimensions where some box is not full-extent (extent-1 dims never separate boxes).
     span = np.maximum(c_box.hi.max(axis=0), p_box.hi.max(axis=0))
