@@ -9,7 +9,7 @@ import pytest
 
 from engine.gpu_devices import device_for_arch
 from engine.parallel.codegen.gpu_horizontal import GpuLayout
-from engine.tuning.cotune_gpu import cotune_gpu, separately_then_fused
+from engine.tuning.cotune_gpu import cotune_gpu
 from engine.tuning.gpu_estimate import MemberLoad, Rates, launch_us
 
 H100 = device_for_arch("sm_90")

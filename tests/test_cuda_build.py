@@ -4,10 +4,9 @@ does not merge again."""
 import shutil
 
 import onnx
-import pytest
 from onnx import TensorProto, helper
 
-from engine.events import CompileOptions, Stage
+from engine.events import CompileOptions
 from engine.parallel.codegen import GPU_CODEGEN
 from engine.parallel.plan import DecisionKind
 from engine.parallel.tir_util import OP_PATTERN_OPAQUE
