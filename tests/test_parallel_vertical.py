@@ -82,3 +82,13 @@ def test_cuda_vertical_pair_compiles_and_verifies_in_emulation():
     out = {o.id: o for o in result.fusion.decisions}[d.id]
     assert out.result is DecisionResult.APPLIED and out.fused_kernel == f"vfused_{d.id}"
     assert (result.fusion.launches_before, result.fusion.launches_after) == (4, 3)
+
+
+def test_an_overlapping_decision_is_skipped_and_says_by_which(fire):
+    """expand1x1 is in the horizontal d0 and the vertical d1: with both approved, plan order
+    applies d0 and d1 is skipped, naming d0 (not 'rejected by code generation')."""
+    session, plan = fire
+    result = session.compile(CompileOptions(plan=plan.with_approval("all"), runs=3))
+    out = {o.id: o for o in result.fusion.decisions}
+    assert out["d0"].result is DecisionResult.APPLIED
+    assert out["d1"].result is DecisionResult.OVERLAPPED and "d0" in out["d1"].reason

@@ -73,11 +73,19 @@ def _apply(plan: FusionPlan, approved, mod, ctx, layouts, oracle: "_Oracle | Non
 
     kept: list[FusionDecision] = []
     fused, names = base, {}
+    owner: dict[int, str] = {}  # kernel index -> the applied decision that fused it
     for d in approved:
+        taken = sorted({owner[k] for k in d.kernels if k in owner}, key=lambda i: int(i[1:]))
+        if taken:
+            results[d.id] = DecisionOutcome(d.id, DecisionResult.OVERLAPPED,
+                                            f"its kernels were already fused by {', '.join(taken)} "
+                                            "(the first approved in plan order is applied)")
+            continue
         made = fuse_or_reject(fused, d)
         if made is not None:
             fused, names[d.id] = made
             kept.append(d)
+            owner.update((k, d.id) for k in d.kernels)
     verified = "nothing to verify"
     if kept:
         oracle = oracle or _Oracle(ctx)
