@@ -61,6 +61,16 @@ def make_plan_app(tmp_path, **kw):
     return app, session
 
 
+async def compile_then_plan_compile(pilot, app):
+    """`c` (no plan), then approve every decision and `C` (with the plan), then the Timing tab."""
+    await settle(pilot, app)
+    await pilot.press("c")
+    await settle(pilot, app)
+    await pilot.press("3", "A", "C")
+    await settle(pilot, app)
+    await pilot.press("4")
+
+
 def test_before_after_table_renders_both_columns_from_one_compile(tmp_path):
     async def go():
         app, session = make_plan_app(tmp_path)
@@ -98,12 +108,7 @@ def test_sorting_belongs_to_the_view_and_shows_its_direction(tmp_path):
     async def go():
         app, _ = make_plan_app(tmp_path)
         async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot, app)
-            await pilot.press("c")
-            await settle(pilot, app)
-            await pilot.press("3", "A", "C")
-            await settle(pilot, app)
-            await pilot.press("4")
+            await compile_then_plan_compile(pilot, app)
             await pilot.pause()
             groups = app.query_one(GroupTable)
             assert groups.has_focus and "# ▲" in screen(app)  # execution order first
@@ -152,12 +157,7 @@ def test_a_reference_that_moved_between_compiles_is_a_warning(tmp_path):
     async def go():
         app, _ = make_plan_app(tmp_path, ort_ms=(423.55, 329.62))
         async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot, app)
-            await pilot.press("c")
-            await settle(pilot, app)
-            await pilot.press("3", "A", "C")
-            await settle(pilot, app)
-            await pilot.press("4")
+            await compile_then_plan_compile(pilot, app)
             shot = screen(app)
             assert "⚠ onnxruntime moved 423.55 -> 329.62 ms between the two compiles" in shot
             assert "compare within one compile" in shot
@@ -168,12 +168,7 @@ def test_no_warning_when_the_reference_held_still(tmp_path):
     async def go():
         app, _ = make_plan_app(tmp_path, ort_ms=(1.0, 1.002))
         async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot, app)
-            await pilot.press("c")
-            await settle(pilot, app)
-            await pilot.press("3", "A", "C")
-            await settle(pilot, app)
-            await pilot.press("4")
+            await compile_then_plan_compile(pilot, app)
             assert "moved" not in screen(app)
             assert app.query_one(BeforeAfterPanel).query_one(GroupTable).display
     asyncio.run(go())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import tvm
@@ -72,6 +73,25 @@ def c_identifier_names(mod: tvm.IRModule) -> tvm.IRModule:
     for gv, func in updates.items():
         mod[gv] = func
     return mod
+
+
+def unravel(index, dims, dtype: str = "int64") -> dict[int, object]:
+    """Vars of `dims` ((var, extent) pairs, outermost first) bound to the row-major digits of
+    the linear `index` (of type `dtype`): the last var is fastest, the first is not wrapped.
+    Keyed by `__chandle__()`, for `substitute`; a var of another type gets a Cast."""
+    mapping, stride = {}, 1
+    for pos, (var, ext) in enumerate(reversed(dims)):
+        idx = index // tirx.const(stride, dtype) if stride > 1 else index
+        if pos < len(dims) - 1:
+            idx = idx % tirx.const(ext, dtype)
+        mapping[var.__chandle__()] = idx if str(var.ty) == dtype else tirx.Cast(str(var.ty), idx)
+        stride *= ext
+    return mapping
+
+
+def buffer_bytes(buf) -> int:
+    """Bytes of a buffer Var with a static shape (a PrimFunc param or allocation)."""
+    return math.prod(int(d) for d in buf.ty.shape) * buf.dtype.itemsize
 
 
 def substitute(node, mapping: dict[int, object]):

@@ -18,7 +18,7 @@ from engine.parallel.detection import member_info
 from engine.parallel.kernel_graph import KernelGraph, alias_roots, call_args, is_call_tir, key, main_bindings
 from engine.parallel.plan import (BlockLink, DecisionId, DecisionKind, DecisionStatus, Evidence, FusionDecision,
                                   Gain, LinkPattern, MemberRef)
-from engine.parallel.tir_util import FusionUnsupported
+from engine.parallel.tir_util import FusionUnsupported, buffer_bytes
 
 
 def block_link(edge, consumer_param: int) -> BlockLink | None:
@@ -35,11 +35,6 @@ def block_link(edge, consumer_param: int) -> BlockLink | None:
         if np.array_equal(owner, expect):
             return BlockLink(edge.edge_class.value, edge.method.value, n_p, n_c, per, pattern, consumer_param)
     return None
-
-
-def _output_bytes(func) -> int:
-    out = func.params[-1]
-    return int(np.prod([int(d) for d in out.ty.shape])) * out.dtype.itemsize
 
 
 def _consumer_params(mod):
@@ -88,7 +83,7 @@ def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, s
         funcs = [infos[0].func, infos[1].func]
         mod = scheduled.module
         # the intermediate is still written; its re-read comes from cache, not DRAM
-        reread = _output_bytes(mod[funcs[0]])
+        reread = buffer_bytes(mod[funcs[0]].params[-1])
         gain = Gain(launches_saved=1, parallel_regions_saved=1, member_chunks=(link.producer_blocks,
                     link.consumer_blocks), fused_chunks=link.producer_blocks,
                     utilisation_before=1.0, utilisation_after=1.0,

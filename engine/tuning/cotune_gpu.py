@@ -26,7 +26,7 @@ from engine.gpu_devices import GpuDevice, device_for_arch
 from engine.parallel.codegen.gpu import GpuMember, gpu_member
 from engine.parallel.codegen.gpu_horizontal import GpuLayout, plan_phase
 from engine.parallel.plan import DecisionKind
-from engine.parallel.tir_util import FusionUnsupported
+from engine.parallel.tir_util import FusionUnsupported, buffer_bytes
 from engine.errors import one_line
 from engine.tuning.gpu_estimate import MemberLoad, Rates, launch_us
 
@@ -183,8 +183,4 @@ def cotune_plan_gpu(mod: tvm.IRModule, unscheduled: tvm.IRModule, ctx, plan, tri
 
 def _param_bytes(func: tirx.PrimFunc) -> int:
     """Bytes of every buffer the kernel takes (inputs read once, output written once)."""
-    total = 0
-    for p in func.params:
-        ty = p.ty
-        total += math.prod(int(d) for d in ty.shape) * p.dtype.itemsize
-    return total
+    return sum(buffer_bytes(p) for p in func.params)

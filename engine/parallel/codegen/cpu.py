@@ -17,12 +17,11 @@ a consumer whose block map is one-to-one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-import tvm_ffi
 from tvm import tirx
 
-from engine.parallel.plan import LinkPattern
+from engine.parallel.codegen.link import check_blocks, consumer_blocks, join_intermediate
 from engine.parallel.tir_util import (FusionUnsupported, RootParts, count, dispatch, fresh_copy,
                                       fused_func, root_parts, substitute)
 
@@ -200,24 +199,11 @@ def fuse_vertical_cpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: l
         if why:
             raise FusionUnsupported(f"{name}: block-level vertical fusion needs exactly one parallel loop ({why})")
     ps, cs = p.stages[0], c.stages[0]
-    if (ps.chunks, cs.chunks) != (link.producer_blocks, link.consumer_blocks):
-        raise FusionUnsupported(f"block counts {ps.chunks}/{cs.chunks} differ from the plan's "
-                                f"{link.producer_blocks}/{link.consumer_blocks}: the kernels changed")
-    if cs.chunks != ps.chunks * link.per_producer:
-        raise FusionUnsupported("consumer blocks are not producer blocks x per-producer")
-    inter = c.parts.inputs[link.consumer_param]
-    if not tvm_ffi.structural_equal(inter.ty, p.parts.output.ty):
-        raise FusionUnsupported(f"{names[1]} reads the producer's output with another shape (a view)")
-    c_stage = CpuStage(cs.loop_var, cs.chunks, substitute(cs.body, {inter.__chandle__(): p.parts.output}))
-    c_parts = replace(c.parts, inputs=tuple(x for i, x in enumerate(c.parts.inputs) if i != link.consumer_param))
-    i64 = lambda v: tirx.const(v, "int64")
+    check_blocks(ps.chunks, cs.chunks, link)
+    joined, c_parts = join_intermediate(p.parts, c.parts, link, names[1])
+    c_stage = CpuStage(cs.loop_var, cs.chunks, substitute(cs.body, joined))
     b = tirx.Var("fused_b", "int64")
-    if link.per_producer == 1:
-        tail = _local(c_stage, b)
-    else:
-        k = tirx.Var("fused_k", "int64")
-        index = (b * i64(link.per_producer) + k if link.pattern is LinkPattern.CONTIGUOUS
-                 else b + k * i64(ps.chunks))
-        tail = tirx.For(k, i64(0), i64(link.per_producer), tirx.ForKind.SERIAL, _local(c_stage, index))
-    loop = tirx.For(b, i64(0), i64(ps.chunks), tirx.ForKind.PARALLEL, tirx.SeqStmt([_local(ps, b), tail]))
+    tail = consumer_blocks(b, link, ps.chunks, lambda index: _local(c_stage, index))
+    loop = tirx.For(b, tirx.const(0, "int64"), tirx.const(ps.chunks, "int64"), tirx.ForKind.PARALLEL,
+                    tirx.SeqStmt([_local(ps, b), tail]))
     return fused_func([p.parts, c_parts], loop, producer)

@@ -14,7 +14,8 @@ from tvm import ir, tirx
 from tvm.tirx.buffer import is_buffer_var
 from tvm.s_tir import SBlockRealize
 
-from engine.parallel.tir_util import FusionUnsupported, RootParts, root_parts, substitute, walk
+from engine.parallel.tir_util import (FusionUnsupported, RootParts, buffer_bytes, root_parts, substitute,
+                                      unravel, walk)
 import tvm_ffi
 
 
@@ -145,7 +146,7 @@ def shared_bytes(func: tirx.PrimFunc) -> int:
     def on_block(block):
         for buf in block.alloc_buffers:
             if str(buf.scope()).startswith("shared"):
-                total[0] += math.prod(_const(d) for d in buf.ty.shape) * buf.dtype.itemsize
+                total[0] += buffer_bytes(buf)
 
     walk(mod["main"], SBlock, on_block)
     return total[0]
@@ -166,6 +167,11 @@ def and_predicate(stmt, cond):
     return tvm_ffi.structural_map(stmt, (SBlockRealize, on_realize))
 
 
+def chain_dims(chain) -> list[tuple[tirx.Var, int]]:
+    """(loop var, extent) of a chain of thread loops, outermost first (for `unravel`)."""
+    return [(l.loop_var, _const(l.extent)) for l in chain]
+
+
 def flatten_threads(stmt, total: int):
     """Every threadIdx chain -> one threadIdx.x loop of `total` threads (see module doc)."""
 
@@ -179,14 +185,9 @@ def flatten_threads(stmt, total: int):
         if len(chain) == 1 and _tag(loop) == "threadIdx.x" and extents[0] == total:
             return loop
         t = tirx.Var("t", chain[-1].loop_var.ty)
-        mapping, stride = {}, 1
-        for l, e in reversed(list(zip(chain, extents))):
-            idx = t // tirx.const(stride, t.ty) if stride > 1 else t
-            mapping[l.loop_var.__chandle__()] = idx % tirx.const(e, t.ty) if l is not chain[0] else idx
-            stride *= e
-        body = substitute(chain[-1].body, mapping)
-        if stride < total:
-            body = and_predicate(body, t < tirx.const(stride, t.ty))
+        body = substitute(chain[-1].body, unravel(t, chain_dims(chain), str(t.ty)))
+        if math.prod(extents) < total:
+            body = and_predicate(body, t < tirx.const(math.prod(extents), t.ty))
         iv = tirx.IterVar(None, t, tirx.IterVar.ThreadIndex, "threadIdx.x")
         return tirx.For(t, tirx.const(0, t.ty), tirx.const(total, t.ty), tirx.ForKind.THREAD_BINDING,
                         body, iv, chain[-1].annotations)
@@ -204,13 +205,7 @@ def coarsen_threads(st: GpuStage, total: int) -> GpuStage:
     r = tirx.Var("cr", t.ty)
     c = lambda v: tirx.const(v, t.ty)
     g = r * c(total) + t
-    mapping, stride = {}, 1
-    for loop in reversed(chain):
-        e = _const(loop.extent)
-        idx = g // c(stride) if stride > 1 else g
-        mapping[loop.loop_var.__chandle__()] = idx % c(e) if loop is not chain[0] else idx
-        stride *= e
-    body = substitute(chain[-1].body, mapping)
+    body = substitute(chain[-1].body, unravel(g, chain_dims(chain), str(t.ty)))
     rounds = -(-own // total)
     if rounds * total != own:
         body = and_predicate(body, g < c(own))

@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 
 from tvm import tirx
 
-from engine.parallel.codegen.gpu import GpuStage, and_predicate, flatten_threads, gpu_member, _chains
-from engine.parallel.tir_util import FusionUnsupported, dispatch, fresh_copy, fused_func, substitute
+from engine.parallel.codegen.gpu import GpuStage, and_predicate, chain_dims, flatten_threads, gpu_member, _chains
+from engine.parallel.tir_util import FusionUnsupported, dispatch, fresh_copy, fused_func, substitute, unravel
 
 
 @dataclass(frozen=True)
@@ -70,22 +70,8 @@ def _regrouped(st: GpuStage, total: int) -> GpuStage:
     t = tirx.Var("rt", chain[-1].loop_var.ty)
     i64 = lambda v: tirx.const(v, "int64")
     g = bv * i64(total) + (t if str(t.ty) == "int64" else tirx.Cast("int64", t))
-    mapping, stride = {}, 1
-    for loop in reversed(chain):  # the member's thread id: g % own, innermost loop fastest
-        e = _extent(loop)
-        idx = (g % i64(own)) // i64(stride) if stride > 1 else g % i64(own)
-        if loop is not chain[0]:
-            idx = idx % i64(e)
-        mapping[loop.loop_var.__chandle__()] = idx if str(loop.loop_var.ty) == "int64" else tirx.Cast(
-            str(loop.loop_var.ty), idx)
-        stride *= e
-    stride = 1
-    for var, ext in reversed(st.block_loops):  # the member's block: g // own
-        idx = (g // i64(own)) // i64(stride) if stride > 1 else g // i64(own)
-        if var is not st.block_loops[0][0]:
-            idx = idx % i64(ext)
-        mapping[var.__chandle__()] = idx if str(var.ty) == "int64" else tirx.Cast(str(var.ty), idx)
-        stride *= ext
+    # the member's thread id is g % own, its block g // own
+    mapping = {**unravel(g % i64(own), chain_dims(chain)), **unravel(g // i64(own), st.block_loops)}
     body = substitute(chain[-1].body, mapping)
     if blocks * total != pairs:
         body = and_predicate(body, g < i64(pairs))
@@ -94,10 +80,6 @@ def _regrouped(st: GpuStage, total: int) -> GpuStage:
                     chain[-1].annotations)
     return replace(st, block_loops=((bv, blocks),), inner=loop, threads=total,
                    thread_config=(("threadIdx.x", total),), block_tags=("blockIdx.x",))
-
-
-def _extent(loop) -> int:
-    return int(loop.extent.value)
 
 
 def shaped(stages: list[GpuStage], names: list[str], total: int) -> list[GpuStage]:
@@ -130,15 +112,7 @@ def _phase(active: list[GpuStage], order: list[int], bv: tirx.Var) -> tirx.Stmt:
     ranges, bodies, start = [], [], 0
     for i in order:
         st = active[i]
-        local = bv - tirx.const(start, "int64")
-        mapping, stride = {}, 1
-        for var, ext in reversed(st.block_loops):
-            idx = local // tirx.const(stride, "int64") if stride > 1 else local
-            if var is not st.block_loops[0][0]:
-                idx = idx % tirx.const(ext, "int64")
-            mapping[var.__chandle__()] = idx if str(var.ty) == "int64" else tirx.Cast(str(var.ty), idx)
-            stride *= ext
-        bodies.append(substitute(st.inner, mapping))
+        bodies.append(substitute(st.inner, unravel(bv - tirx.const(start, "int64"), st.block_loops)))
         ranges.append((start, start + st.blocks))
         start += st.blocks
     iv = tirx.IterVar(None, bv, tirx.IterVar.ThreadIndex, "blockIdx.x")

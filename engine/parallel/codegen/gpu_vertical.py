@@ -23,13 +23,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import tvm_ffi
 from tvm import tirx
 
 from engine.parallel.codegen.gpu import GpuMember, GpuStage, coarsen_threads, flatten_threads, gpu_member
 from engine.parallel.codegen.gpu_horizontal import LaunchShape
-from engine.parallel.plan import LinkPattern
-from engine.parallel.tir_util import FusionUnsupported, fresh_copy, fused_func, substitute
+from engine.parallel.codegen.link import check_blocks, consumer_blocks, join_intermediate
+from engine.parallel.tir_util import FusionUnsupported, fresh_copy, fused_func, substitute, unravel
 
 _TAG_ORDER = {"blockIdx.z": 0, "blockIdx.y": 1, "blockIdx.x": 2}  # slowest first, as engine.blockdeps
 
@@ -58,15 +57,7 @@ def _at_block(st: GpuStage, index) -> tirx.Stmt:
     """The stage's per-block body with its blockIdx loop vars bound to linear block `index`."""
     order = sorted(range(len(st.block_loops)), key=lambda i: _TAG_ORDER.get(st.block_tags[i], 3)
                    if st.block_tags else i)
-    mapping, stride = {}, 1
-    for pos, i in enumerate(reversed(order)):  # fastest dimension first
-        var, ext = st.block_loops[i]
-        idx = index // tirx.const(stride, "int64") if stride > 1 else index
-        if pos < len(order) - 1:
-            idx = idx % tirx.const(ext, "int64")
-        mapping[var.__chandle__()] = idx if str(var.ty) == "int64" else tirx.Cast(str(var.ty), idx)
-        stride *= ext
-    return substitute(st.inner, mapping)
+    return substitute(st.inner, unravel(index, [st.block_loops[i] for i in order]))
 
 
 def _threads(ps: GpuStage, cs: GpuStage) -> int:
@@ -96,14 +87,8 @@ def fuse_vertical_gpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: l
     p = gpu_member(fresh_copy(producer), names[0])
     c = gpu_member(fresh_copy(consumer), names[1])
     ps, cs = _one_stage(p, names[0]), _one_stage(c, names[1])
-    if (ps.blocks, cs.blocks) != (link.producer_blocks, link.consumer_blocks):
-        raise FusionUnsupported(f"block counts {ps.blocks}/{cs.blocks} differ from the plan's "
-                                f"{link.producer_blocks}/{link.consumer_blocks}: the kernels changed")
-    if cs.blocks != ps.blocks * link.per_producer:
-        raise FusionUnsupported("consumer blocks are not producer blocks x per-producer")
-    inter = c.parts.inputs[link.consumer_param]
-    if not tvm_ffi.structural_equal(inter.ty, p.parts.output.ty):
-        raise FusionUnsupported(f"{names[1]} reads the producer's output with another shape (a view)")
+    check_blocks(ps.blocks, cs.blocks, link)
+    joined, c_parts = join_intermediate(p.parts, c.parts, link, names[1])
     shared = p.shared_bytes + c.shared_bytes
     if shared > max_shared_bytes:
         raise FusionUnsupported(f"shared memory of the pair adds up to {shared} bytes, over the "
@@ -113,19 +98,12 @@ def fuse_vertical_gpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: l
         raise FusionUnsupported(f"more than {max_threads} threads per block")
     uniform = ps.thread_config == cs.thread_config
     ps, cs = _threaded(ps, names[0], total, uniform), _threaded(cs, names[1], total, uniform)
-    cs = replace(cs, inner=substitute(cs.inner, {inter.__chandle__(): p.parts.output}))
-    c_parts = replace(c.parts, inputs=tuple(x for i, x in enumerate(c.parts.inputs) if i != link.consumer_param))
+    cs = replace(cs, inner=substitute(cs.inner, joined))
 
     i64 = lambda v: tirx.const(v, "int64")
     b = tirx.Var("fused_b", "int64")
-    if link.per_producer == 1:
-        tail = _at_block(cs, b)
-    else:
-        k = tirx.Var("fused_k", "int64")
-        index = (b * i64(link.per_producer) + k if link.pattern is LinkPattern.CONTIGUOUS
-                 else b + k * i64(ps.blocks))
-        tail = tirx.For(k, i64(0), i64(link.per_producer), tirx.ForKind.SERIAL,
-                        tirx.SeqStmt([_at_block(cs, index), barrier()]))
+    # several consumer tiles reuse the block's shared memory: a barrier after each
+    tail = consumer_blocks(b, link, ps.blocks, lambda index: _at_block(cs, index), barrier())
     iv = tirx.IterVar(None, b, tirx.IterVar.ThreadIndex, "blockIdx.x")
     grid = tirx.For(b, i64(0), i64(ps.blocks), tirx.ForKind.THREAD_BINDING,
                     tirx.SeqStmt([_at_block(ps, b), barrier(), tail]), iv)
