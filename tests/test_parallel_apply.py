@@ -44,7 +44,12 @@ def test_cuda_emulated(model):
     result = _compile(session, "cuda", session.propose("cuda").plan.with_approval("all"), timing=False)
     assert result.verification.passed
     assert result.fusion.launches_after < result.fusion.launches_before
-    assert all(d.result is DecisionResult.APPLIED for d in result.fusion.decisions)
+    # every decision applies, but one whose kernel an earlier applied decision took (mha_block's
+    # block-level d2 shares q_proj/reshape with the horizontal d1): skipped, naming it
+    applied = {d.id for d in result.fusion.decisions if d.result is DecisionResult.APPLIED}
+    for d in result.fusion.decisions:
+        assert d.result is DecisionResult.APPLIED or (
+            d.result is DecisionResult.OVERLAPPED and any(a in d.reason for a in applied)), (d.id, d.result)
 
 
 def _breaking_fuse(fuse, broken: tuple[str, ...]):
