@@ -23,8 +23,8 @@ def edge_detail_lines(e: EdgeBlockMap, n: int) -> list[str]:
              f"consumer   {e.consumer.func} ({e.consumer.var})  grid {e.consumer_grid.describe()}",
              f"pairs      {e.block_pairs} of {e.producer_grid.blocks * e.consumer_grid.blocks}  "
              f"fan-out max {e.fan_out_max}  element deps {e.element_deps}",
-             f"early      {e.early_blocks} of {e.consumer_grid.blocks} consumer blocks could start "
-             f"before the producer's last block ({e.early_fraction:.0%})"]
+             f"early      {e.early_blocks} of {e.consumer_grid.blocks} consumer blocks need only part of the "
+             f"producer's blocks: with readiness flags they could start before it ends ({e.early_fraction:.0%})"]
     last = e.earliest_start()
     step = max(1, e.consumer_grid.blocks // n)
     for c in list(range(0, e.consumer_grid.blocks, step))[:n]:
