@@ -80,7 +80,7 @@ def test_before_after_table_renders_both_columns_from_one_compile(tmp_path):
             await pilot.pause()
             assert "builds and times the unfused and the fused model in one compile" in screen(app)
             await pilot.press("3")
-            await pilot.pause()
+            await settle(pilot, app)  # the plan's decisions are in the table before A approves them
             await pilot.press("A", "C")  # only the plan compile: no `c` before it
             await settle(pilot, app)
             assert len(session.compiles) == 1
