@@ -309,14 +309,20 @@ class WorkbenchApp(App):
     def action_tab(self, tab: str, then=None) -> None:
         targets = {"graph": (GraphCanvas,), "blocks": (BlockGridWidget,), "fusion": (FusionTable,),
                    "timing": (GroupTable, KernelTable, ResourceTable)}.get(tab, ())  # the first one shown gets focus
-        if not targets:  # else focus moves on to a neighbour in the hidden pane, which shows it again
-            self.set_focus(None)
+        # Drop focus first: else it moves on to a neighbour in the pane being hidden, and
+        # TabbedContent shows the pane of a focused widget again (the key would be lost).
+        self.set_focus(None)
         self.query_one(TabbedContent).active = tab
 
-        def focus() -> None:  # once the pane is shown: hidden widgets refuse focus
-            shown = [w for cls in targets for w in self.query(cls) if w.display]
+        def focus(tries: int = 8) -> None:  # once the pane is shown: hidden widgets refuse focus
+            if self.query_one(TabbedContent).active != tab:
+                return  # another tab was chosen meanwhile
+            shown = [w for cls in targets for w in self.query(cls) if w.display and w.focusable]
             if shown:
                 shown[0].focus()
+            elif targets and tries:  # the switcher shows the pane a refresh later: keys must reach it
+                self.call_after_refresh(focus, tries - 1)
+                return
             if then is not None:
                 then()
 
