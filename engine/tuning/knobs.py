@@ -13,7 +13,8 @@ from __future__ import annotations
 from tvm import s_tir, tirx
 
 from engine.schedule.cpu.common import blocks_of, is_reduction_block
-from engine.schedule.cpu.conv import MAX_ACC_VECTORS, Conv2dNCHW
+from engine.schedule.cpu.conv import Conv2dNCHW, register_tiles
+from engine.schedule.cpu.isa import Isa, isa_of
 from engine.schedule.cpu.rules import Matmul, schedule_func
 
 
@@ -27,15 +28,11 @@ def _conv_shape(func) -> tuple[int, int] | None:
     return n_f, n_w
 
 
-def conv_tiles(n_f: int, n_w: int) -> list[tuple[int, int]]:
-    tiles = []
-    for ft in (32, 16, 8):
-        if n_f % ft:
-            continue
-        cap = max(1, MAX_ACC_VECTORS // max(1, ft // 16))
-        tiles += [(ft, xt) for xt in range(2, min(n_w, cap) + 1) if n_w % xt == 0]
-    # Most accumulators first (stable): the first tile is the one the default rule picks.
-    return sorted(tiles, key=lambda t: -t[0] * t[1])
+def conv_tiles(n_f: int, n_w: int, isa: Isa) -> list[tuple[int, int]]:
+    """The conv rule's register tiles for `isa` with at least two columns and a channel tile
+    of half a vector or more; the first is the one the default rule picks."""
+    lanes = isa.lanes()
+    return [(ft, xt) for ft, xt in register_tiles(n_f, n_w, isa) if xt >= 2 and ft >= lanes // 2]
 
 
 def schedule_conv(func: tirx.PrimFunc, target, ft: int, xt: int) -> tirx.PrimFunc:
@@ -67,10 +64,10 @@ def member_variants(func: tirx.PrimFunc, target) -> list[tuple[tuple, tirx.PrimF
     """(knobs, scheduled function) for every point of the member's knob space."""
     shape = _conv_shape(func)
     if shape is not None:
-        return [((ft, xt), schedule_conv(func, target, ft, xt)) for ft, xt in conv_tiles(*shape)]
+        return [((ft, xt), schedule_conv(func, target, ft, xt)) for ft, xt in conv_tiles(*shape, isa_of(target))]
     mm = _matmul_shape(func)
     if mm is not None:
-        return [(("mm", it, jt), schedule_matmul(func, target, it, jt)) for it, jt in Matmul.tiles(*mm)]
+        return [(("mm", it, jt), schedule_matmul(func, target, it, jt)) for it, jt in Matmul.tiles(*mm, isa_of(target))]
     default = schedule_func(func, target)
     return [(("default",), default)] if default is not None else []
 

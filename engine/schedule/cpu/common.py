@@ -5,9 +5,9 @@ from __future__ import annotations
 import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.target import Target
-from tvm.target.codegen import llvm_get_vector_width
 
 from engine.cores import cpu_threads
+from engine.schedule.cpu.isa import isa_of
 
 _get_sblock_realize = tvm_ffi.get_global_func("s_tir.schedule.GetSBlockRealize")
 
@@ -36,9 +36,8 @@ def num_cores(target: Target) -> int:
     return int(n) if n else cpu_threads()
 
 
-def vector_lanes(target: Target, dtype_bits: int = 32) -> int:
-    bits = llvm_get_vector_width(target) if target is not None else 128
-    return max((bits if bits > 0 else 128) // dtype_bits, 1)
+def vector_lanes(target: Target | None, dtype_bits: int = 32) -> int:
+    return isa_of(target).lanes(dtype_bits)
 
 
 def blocks_of(sch: s_tir.Schedule) -> list:

@@ -18,10 +18,7 @@ from tvm import s_tir, tirx
 from tvm.target import Target
 
 from engine.schedule.cpu.common import PREPROC_ATTR, ScheduleRule, blocks_of, is_reduction_block, num_cores, parallelize
-
-# Accumulator budget in 512-bit registers (x86 has 32; keep room for weights/inputs).
-MAX_ACC_VECTORS = 18
-
+from engine.schedule.cpu.isa import Isa, isa_of
 
 def _var_of(expr):
     return expr if isinstance(expr, tirx.Var) else None
@@ -50,21 +47,33 @@ def _group_structure(stmt, v) -> tuple[int, int, int] | None:
     return groups, n_fg, n_cg
 
 
-def _choose_tile(n_out_ch: int, out_w: int, fts=(32, 16, 8, 4)) -> tuple[int, int] | None:
-    """Pick (ft, xt): channel tile (vector lanes) and output-width tile (unrolled).
+def channel_tiles(lanes: int, narrow: bool = False) -> tuple[int, ...]:
+    """Output-channel tiles tried, widest first: two vectors down to a quarter vector
+    (narrow groups: down to two lanes)."""
+    tiles = [t for t in (2 * lanes, lanes, lanes // 2, lanes // 4) if t >= 2]
+    if narrow and 2 not in tiles:
+        tiles.append(2)
+    return tuple(tiles)
 
-    xt must divide the width (no predicates inside the micro-kernel). Among the
-    channel tiles that divide F, take the one giving most accumulators within budget.
-    """
-    best = None
-    for ft in fts:
+
+def register_tiles(n_out_ch: int, out_w: int, isa: Isa, narrow: bool = False) -> list[tuple[int, int]]:
+    """Every (ft, xt) register tile for `isa`: ft output channels (a divisor of the channel
+    count) x xt output columns (a divisor of the width: no predicates inside the
+    micro-kernel), within the ISA's accumulator registers; most accumulators first."""
+    lanes = isa.lanes()
+    tiles = []
+    for ft in channel_tiles(lanes, narrow):
         if n_out_ch % ft:
             continue
-        cap = max(1, MAX_ACC_VECTORS // max(1, ft // 16))
-        xt = max(d for d in range(1, min(out_w, cap) + 1) if out_w % d == 0)
-        if best is None or xt * ft > best[0] * best[1]:
-            best = (ft, xt)
-    return best
+        cap = max(1, isa.accumulators // max(1, -(-ft // lanes)))
+        tiles += [(ft, xt) for xt in range(1, min(out_w, cap) + 1) if out_w % xt == 0]
+    return sorted(tiles, key=lambda t: (-t[0] * t[1], -t[0]))
+
+
+def _choose_tile(n_out_ch: int, out_w: int, isa: Isa, narrow: bool = False) -> tuple[int, int] | None:
+    """The default (ft, xt): among the widest tile per channel width, the most accumulators."""
+    tiles = register_tiles(n_out_ch, out_w, isa, narrow)
+    return tiles[0] if tiles else None
 
 
 class Conv2dNCHW(ScheduleRule):
@@ -106,10 +115,11 @@ class Conv2dNCHW(ScheduleRule):
         depthwise = groups > 1 and n_fg == 1 and n_cg == 1
         _, n_f, _, n_w = (int(s) for s in stmt.writes[0].source.shape)
         # Channel tile: within one group, except depthwise (any divisor of F, input repacked).
+        isa = isa_of(target)
         if groups == 1 or depthwise:
-            tile = self.tile or _choose_tile(n_f, n_w)
+            tile = self.tile or _choose_tile(n_f, n_w, isa)
         else:  # narrow groups (e.g. 34 channels): 2-lane tiles beat the generic fallback
-            tile = self.tile or _choose_tile(n_fg, n_w, (32, 16, 8, 4, 2))
+            tile = self.tile or _choose_tile(n_fg, n_w, isa, narrow=True)
         if tile is None:
             return None
         ft, xt = tile

@@ -28,6 +28,7 @@ from engine.schedule.cpu.common import (
 )
 from engine.schedule.cpu.conv import Conv2dNCHW
 from engine.schedule.cpu.intrinsics import serialize_unvectorizable
+from engine.schedule.cpu.isa import Isa, isa_of
 from engine.schedule.cpu.rowwise import RowWise
 
 logger = logging.getLogger(__name__)
@@ -72,11 +73,15 @@ class Matmul(ScheduleRule):
         self.tile = tile  # (it, jt) fixed instead of chosen: the tuner's knob space
 
     @staticmethod
-    def tiles(n_i: int, n_j: int) -> list[tuple[int, int]]:
-        """Every (it, jt) this rule accepts, the one it picks by default first."""
+    def tiles(n_i: int, n_j: int, isa: Isa) -> list[tuple[int, int]]:
+        """Every (it, jt) this rule accepts for `isa`, the one it picks by default first: up
+        to 4 rows x up to 4 vectors of columns (in half-vector steps), within the ISA's
+        accumulator registers."""
+        half = max(isa.lanes() // 2, 1)
         its = [d for d in range(1, 5) if n_i % d == 0]
-        jts = [d for d in range(8, 65, 8) if n_j % d == 0]
-        return sorted(((i, j) for i in its for j in jts), key=lambda t: (-t[1], -t[0]))
+        jts = [d for d in range(half, 8 * half + 1, half) if n_j % d == 0]
+        fits = [(i, j) for i in its for j in jts if i * -(-j // isa.lanes()) <= isa.accumulators]
+        return sorted(fits, key=lambda t: (-t[1], -t[0]))
 
     def apply(self, func, target):
         sch = s_tir.Schedule(func)
@@ -103,7 +108,7 @@ class Matmul(ScheduleRule):
         if len([b for b in blocks_of(sch) if b is not None]) > 2:
             return None
         n_i, n_j = (int(iv.dom.extent) for iv in stmt.iter_vars[-3:-1])
-        options = self.tiles(n_i, n_j)
+        options = self.tiles(n_i, n_j, isa_of(target))
         if not options or (self.tile is not None and self.tile not in options):
             return None
         it, jt = self.tile or options[0]

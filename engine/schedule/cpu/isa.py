@@ -1,0 +1,59 @@
+"""The vector facts of a CPU target that the default schedules size their tiles from.
+
+TVM's `llvm_get_vector_width` answers 512 for any x86 `-mcpu` on an AVX-512 host
+(haswell and znver1 included), so tiles sized from it spill on AVX2 machines. The vector
+width and register count are read from the target's own features instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tvm.target import Target
+from tvm.target.codegen import llvm_get_system_cpu, target_has_features
+
+
+@dataclass(frozen=True)
+class Isa:
+    name: str
+    vector_bits: int
+    vector_registers: int
+
+    def lanes(self, dtype_bits: int = 32) -> int:
+        return max(self.vector_bits // dtype_bits, 1)
+
+    @property
+    def accumulators(self) -> int:
+        """Vector registers a register tile may keep as accumulators: the file less the
+        operand vectors and broadcasts of one reduction step (4), and never more than 18,
+        past which a longer tile gained nothing measurable on AVX-512 and divides fewer
+        output widths."""
+        return min(self.vector_registers - 4, 18)
+
+
+AVX512 = Isa("avx512", 512, 32)
+AVX2 = Isa("avx2", 256, 16)
+SSE = Isa("sse", 128, 16)
+NEON = Isa("neon", 128, 32)
+
+
+def isa_of(target: Target | None) -> Isa:
+    """The vector ISA `target` compiles for (None: this host's CPU)."""
+    if target is None:
+        target = Target({"kind": "llvm", "mcpu": llvm_get_system_cpu()})
+    if target.kind.name != "llvm":
+        return SSE
+
+    def has(feature: str) -> bool:
+        try:
+            return bool(target_has_features(feature, target))
+        except Exception:  # pylint: disable=broad-except  # a feature the target's arch lacks
+            return False
+
+    if has("avx512f"):
+        return AVX512
+    if has("avx2") or has("avx"):
+        return AVX2
+    if has("neon") or bool(target.attrs.get("feature.has_asimd", False)):
+        return NEON
+    return SSE

@@ -1,0 +1,65 @@
+"""The CPU schedules size their register tiles from the target's ISA, not from the host."""
+
+import re
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+
+from engine.pipeline import fuse_module
+from engine.schedule.cpu.conv import register_tiles
+from engine.schedule.cpu.isa import AVX2, AVX512, NEON, SSE, isa_of
+from engine.schedule.cpu.rules import Matmul, schedule_module
+
+
+def _llvm(cpu, **extra):
+    return tvm.target.Target({"kind": "llvm", "mcpu": cpu, "num-cores": 2, **extra})
+
+
+@pytest.mark.parametrize("cpu,isa", [("haswell", AVX2), ("znver1", AVX2), ("skylake-avx512", AVX512),
+                                     ("znver4", AVX512), ("x86-64", SSE)])
+def test_isa_comes_from_the_target_not_the_host(cpu, isa):
+    assert isa_of(_llvm(cpu)) == isa
+
+
+def test_aarch64_is_neon():
+    assert isa_of(_llvm("neoverse-n1", mtriple="aarch64-linux-gnu")) == NEON
+
+
+@pytest.mark.parametrize("isa", [AVX2, AVX512, SSE, NEON])
+def test_register_tiles_fit_the_register_file(isa):
+    lanes = isa.lanes()
+    for n_f, n_w in [(64, 56), (96, 55), (2048, 7), (24, 112)]:
+        tiles = register_tiles(n_f, n_w, isa)
+        assert tiles, (n_f, n_w)
+        for ft, xt in tiles:
+            assert n_f % ft == 0 and n_w % xt == 0
+            assert -(-ft // lanes) * xt <= isa.accumulators < isa.vector_registers
+    for it, jt in Matmul.tiles(128, 768, isa):
+        assert it * -(-jt // lanes) <= isa.accumulators
+
+
+def _conv_asm(cpu):
+    w = np.random.default_rng(0).random((64, 32, 3, 3), dtype="float32")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 32, 28, 28), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.relu(relax.op.nn.conv2d(x, relax.const(w), padding=1)))
+        bb.emit_func_output(out)
+    target = _llvm(cpu)
+    sched = schedule_module(fuse_module(bb.get()), target)
+    conv = next(f for gv, f in sched.functions_items() if "conv2d" in gv.name_hint and isinstance(f, tvm.tirx.PrimFunc))
+    lib = tvm.compile(tvm.IRModule({"conv": conv.with_attr("global_symbol", "conv")}), target=target)
+    return lib.mod.inspect_source("asm")
+
+
+def test_an_avx2_build_uses_ymm_registers_without_spilling_more_than_avx512():
+    """On an AVX-512 host an AVX2 (`--arch haswell`) conv used to get 512-bit tiles, twice
+    the ymm accumulators there are registers: six times the stack traffic of the AVX-512
+    build."""
+    avx2, avx512 = _conv_asm("haswell"), _conv_asm("skylake-avx512")
+    assert "%zmm" not in avx2 and "%ymm" in avx2 and "%zmm" in avx512
+    stack = [len(re.findall(r"\(%rsp\)", a)) for a in (avx2, avx512)]
+    assert stack[0] <= 1.5 * stack[1], stack
