@@ -16,6 +16,7 @@ import tvm
 from onnx import numpy_helper
 from tvm import relax
 
+from engine.converters import CONVERTERS
 from engine.errors import UnsupportedOpError, one_line
 from engine.model import Model
 from engine.opgraph import OpId, OperatorGraph
@@ -130,6 +131,12 @@ def _recording_importer():
             super().__init__({}, "float32", keep_params_in_input=False, sanitize=True)
             self.converted: list[tuple[int, relax.Expr]] = []
 
+        def _check_for_unsupported_ops(self, graph):
+            """TVM's check, blind to the operators converted here (LSTM is in no TVM map)."""
+            rest = onnx.GraphProto()
+            rest.node.extend(n for n in graph.node if n.op_type not in _CONVERTER_FIXES)
+            super()._check_for_unsupported_ops(rest)
+
         def _convert_operator(self, op_name, inputs, attrs, opset):
             fix = _CONVERTER_FIXES.get(op_name)
             if fix is not None:
@@ -155,8 +162,9 @@ def _isinf(inputs, attrs) -> relax.Expr:
     return relax.op.equal(x, relax.const(np.inf if positive else -np.inf, dtype))
 
 
-# ONNX operators converted here instead of by TVM's frontend, which gets them wrong.
-_CONVERTER_FIXES = {"IsInf": _isinf}
+# ONNX operators converted here instead of by TVM's frontend, which gets them wrong, lacks
+# them or converts them in a form our stages cannot fuse (engine.converters).
+_CONVERTER_FIXES = {"IsInf": _isinf, **CONVERTERS}
 
 
 def _collect_calls(expr, op: OpId, out: dict) -> None:

@@ -1,0 +1,35 @@
+"""Variadic elementwise ops (Sum, Max, Min, Mean) as a chain of binary ops.
+
+TVM's frontend stacks the inputs and reduces over the new axis: a copy of every input and a
+reduction kernel that no conv epilogue can absorb (ResNet's residual `Sum` then costs a
+stack, a sum and a separate ReLU kernel per unit). Pairwise `add` broadcasts the same way
+(ONNX's multidirectional broadcasting) and fuses into the producer's epilogue."""
+
+from __future__ import annotations
+
+import functools
+
+from tvm import relax
+
+
+def _pairwise(op):
+    def convert(inputs, attrs):
+        del attrs
+        return functools.reduce(op, list(inputs))
+
+    return convert
+
+
+def _mean(inputs, attrs):
+    total = _pairwise(relax.op.add)(inputs, attrs)
+    if len(inputs) == 1:
+        return total
+    return relax.op.divide(total, relax.const(float(len(inputs)), inputs[0].ty.dtype))
+
+
+VARIADIC = {
+    "Sum": _pairwise(relax.op.add),
+    "Max": _pairwise(relax.op.maximum),
+    "Min": _pairwise(relax.op.minimum),
+    "Mean": _mean,
+}
