@@ -154,7 +154,9 @@ def _check(proto: onnx.ModelProto, spec: str) -> None:
 def _check_supported_ops(proto: onnx.ModelProto) -> None:
     from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
 
-    known = set(_get_convert_map()) | {"Constant", "If"}
+    from engine.converters import CONVERTERS
+
+    known = set(_get_convert_map()) | set(CONVERTERS) | {"Constant", "If"}
     missing: dict[str, str] = {}
     for node in proto.graph.node:
         if node.op_type not in known and node.op_type not in missing:
