@@ -234,7 +234,7 @@ def test_zoom_levels_and_pan(tmp_path):
             assert "stem/conv" not in screen(app)
             await pilot.press("minus")
             await settle(pilot, app)
-            assert canvas.scene.layout.detail is Detail.DOTS and "●" in screen(app)
+            assert canvas.scene.layout.detail is Detail.COMPACT and "[Conv]" in screen(app)
             await pilot.press("plus", "plus")
             await settle(pilot, app)
             assert canvas.scene.layout.detail is Detail.FULL

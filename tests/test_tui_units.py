@@ -45,9 +45,9 @@ def test_layout_boxes_fit_labels_and_do_not_overlap(graph):
 
 
 def test_levels_of_detail_shrink_the_drawing(graph):
-    full, op, dots = (layout_graph(graph, d) for d in Detail)
-    assert full.width * full.height > op.width * op.height > dots.width * dots.height
-    assert all(b.w == 1 and b.h == 1 for b in dots.boxes.values())
+    full, op, compact = (layout_graph(graph, d) for d in Detail)
+    assert full.width * full.height > op.width * op.height > compact.width * compact.height
+    assert all(b.h == 1 and b.w == len(compact.texts[n][0]) + 2 for n, b in compact.boxes.items())
 
 
 def test_raster_draws_boxes_edges_and_arrows(graph):

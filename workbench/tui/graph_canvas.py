@@ -249,7 +249,7 @@ class GraphCanvas(ScrollView, can_focus=True):
         self.scroll_to(0, 0, animate=False)
 
     def action_zoom(self, step: int) -> None:
-        self.detail = Detail(min(max(self.detail + step, Detail.FULL), Detail.DOTS))
+        self.detail = Detail(min(max(self.detail + step, Detail.FULL), Detail.COMPACT))
 
     def action_toggle_clusters(self) -> None:
         self.show_clusters = not self.show_clusters

@@ -16,7 +16,7 @@ from workbench.tui import graph_canvas as marks
 from workbench.tui.graph_canvas import GraphCanvas, is_port
 from workbench.tui.layout import Detail
 
-_DETAIL_NAMES = {Detail.FULL: "full labels", Detail.OP: "op only", Detail.DOTS: "dots"}
+_DETAIL_NAMES = {Detail.FULL: "full labels", Detail.OP: "op only", Detail.COMPACT: "compact"}
 
 
 def search_graph(graph, query: str) -> list[str]:
@@ -48,7 +48,9 @@ def legend() -> Text:
         *swatch(marks.HIGHLIGHT_BG, "the decision under the cursor in 3"),
         *swatch(marks.MATCH_BG, "search match (/ n N)"),
         ("█", "#2e7d32"), ("█", "#f9a825"), ("█", "#e53935"), " kernel time after c/C: least → most\n",
-        ("─▼", "#8a8a8a"), " data flows down;  ● an op (zoomed out)")
+        ("─▼", "#8a8a8a"), " data flows down, one arrow per input;\n",
+        ("┬ ┼", "#8a8a8a"), " an output forks; edges crossing\n",
+        ("[Op]", "#5c9bd1"), " an op, zoomed out (- twice)")
 
 
 class GraphView(Vertical):

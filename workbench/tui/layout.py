@@ -1,10 +1,10 @@
-"""Graph layout in character cells: Graphviz `dot -Tplain` positions mapped onto a terminal grid.
+"""Graph layout in character cells: Graphviz `dot -Tjson` positions mapped onto a terminal grid.
 
 Every node gets a fixed box size in cells for the level of detail, which is passed to dot
 as inches (one column = 0.1 in, one row = 0.2 in, a terminal cell is about twice as tall
-as wide); dot's positions and edge splines are read back from `-Tplain` and converted to
-cells. Clusters (fused kernels, parallel groups) are laid out by dot as subgraphs; their
-boxes are the bounds of their members plus a margin (plain output does not carry them).
+as wide). Clusters (fused kernels, fusion decisions) are laid out by dot with the graph, as
+subgraphs whose titles dot makes room for; node and cluster boxes are read back from
+`-Tjson`, and edges are routed on the cells around them (workbench.tui.routing).
 
     >>> layout = layout_graph(graph, Detail.OP)      # doctest: +SKIP
     >>> layout.boxes["n0"]                            # doctest: +SKIP
@@ -14,12 +14,14 @@ boxes are the bounds of their members plus a margin (plain output does not carry
 from __future__ import annotations
 
 import enum
-import re
+import json
+import math
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from engine.graphviz import format_shape, quote, run_dot
 from workbench.present.opgraph import GraphPort, graph_ports, op_labels, weight_count
+from workbench.tui.routing import route_edges
 
 COL_IN = 0.1  # inches per terminal column
 ROW_IN = 0.2  # inches per terminal row
@@ -30,7 +32,7 @@ class Detail(enum.IntEnum):
 
     FULL = 0  # op, output shape and label
     OP = 1  # op type only
-    DOTS = 2  # one cell per node
+    COMPACT = 2  # one line per node: its op type
 
 
 @dataclass(frozen=True)
@@ -83,9 +85,7 @@ class Layout:
 def node_lines(node, detail: Detail, label: str | None = None) -> tuple[str, ...]:
     """The text inside a node's box at a level of detail: `Conv 1x64x56x56 +2w` (output shape,
     weight inputs), then the label (`label`: a unique one, see present.opgraph.op_labels)."""
-    if detail is Detail.DOTS:
-        return ()
-    if detail is Detail.OP:
+    if detail is not Detail.FULL:
         return (node.op,)
     shape = format_shape(node.outputs[0].shape) if node.outputs else ""
     weights = weight_count(node)
@@ -96,58 +96,63 @@ def node_lines(node, detail: Detail, label: str | None = None) -> tuple[str, ...
 
 def port_lines(port: GraphPort, detail: Detail) -> tuple[str, ...]:
     """A graph input's or output's box: `input data_0` over its shape."""
-    if detail is Detail.DOTS:
-        return ()
     name = port.tensor if len(port.tensor) <= 20 else "…" + port.tensor[-19:]
     word = "input" if port.is_input else "output"
-    if detail is Detail.OP:
+    if detail is not Detail.FULL:
         return (f"{word} {name}",)
     return (f"{word} {name}", format_shape(port.shape))
 
 
-def box_size(lines: Sequence[str]) -> tuple[int, int]:
+def box_size(lines: Sequence[str], detail: Detail = Detail.FULL) -> tuple[int, int]:
+    """Cells a node's box takes: its text in a border, or `[text]` on one line when compact."""
     if not lines:
         return 1, 1
+    if detail is Detail.COMPACT:
+        return max(len(line) for line in lines) + 2, 1
     return max(len(line) for line in lines) + 4, len(lines) + 2
 
 
 def layout_dot(graph, detail: Detail, clusters: Sequence[ClusterSpec] = (),
                only: Iterable[str] | None = None, ports: bool = False) -> tuple[str, dict[str, tuple[str, ...]]]:
     """DOT text with fixed-size nodes for the level of detail, and each node's text. `ports`:
-    the graph's inputs and outputs are nodes too (`in:NAME`, `out:NAME`, see graph_ports)."""
+    the graph's inputs and outputs are nodes too (`in:NAME`, `out:NAME`, see graph_ports).
+    Each node is given to dot a cell larger on every side than it is drawn, so the cell an
+    edge leaves from and the arrow cell above it are never on a cluster's border."""
     keep = set(only) if only is not None else None
     nodes = [n for n in graph.nodes if keep is None or n.id in keep]
     labels = op_labels(graph)
     texts = {n.id: node_lines(n, detail, labels[n.id]) for n in nodes}
-    port_edges = []
-    if ports:
-        ids = {n.id for n in nodes}
-        for port in graph_ports(graph):
-            ops = [o for o in port.ops if o in ids]
-            if ops:
-                texts[port.id] = port_lines(port, detail)
-                port_edges += [(port.id, o) if port.is_input else (o, port.id) for o in ops]
-    ranksep, nodesep = (0.4, 0.2) if detail is not Detail.DOTS else (0.2, 0.1)
-    lines = ["digraph G {", f"  graph [rankdir=TB, ranksep={ranksep}, nodesep={nodesep}, splines=true];",
-             "  node [shape=box, fixedsize=true, label=\"\"];", "  edge [arrowsize=0.5];"]
+    ids = {n.id for n in nodes}
+    for port in graph_ports(graph) if ports else ():
+        if any(o in ids for o in port.ops):
+            texts[port.id] = port_lines(port, detail)
+    ranksep, nodesep = (0.2, 0.2) if detail is not Detail.COMPACT else (0.2, 0.2)
+    lines = ["digraph G {", f"  graph [rankdir=TB, ranksep={ranksep}, nodesep={nodesep}];",
+             "  node [shape=box, fixedsize=true, label=\"\"];"]
     placed: set[str] = set()
     for k, (spec, children) in enumerate(_cluster_tree(drawn_clusters(clusters, texts))):
-        lines.extend(_cluster_lines(spec, children, texts, placed, f"c{k}", "  "))
+        lines.extend(_cluster_lines(spec, children, texts, placed, f"c{k}", "  ", detail))
     for n in nodes:
         if n.id not in placed:
-            lines.append("  " + _node_decl(n.id, texts[n.id]))
-    ids = {n.id for n in nodes}
-    lines.extend("  " + _node_decl(i, t) for i, t in texts.items() if i not in ids)  # ports, in order
-    lines.extend(f"  {quote(e.src)} -> {quote(e.dst)};" for e in graph.edges
-                 if e.src in ids and e.dst in ids)
-    lines.extend(f"  {quote(a)} -> {quote(b)};" for a, b in port_edges)
+            lines.append("  " + _node_decl(n.id, texts[n.id], detail))
+    lines.extend("  " + _node_decl(i, t, detail) for i, t in texts.items() if i not in ids)  # ports, in order
+    lines.extend(f"  {quote(a)} -> {quote(b)};" for a, b in layout_edges(graph, texts))
     lines.append("}")
     return "\n".join(lines), texts
 
 
-def _node_decl(node_id: str, text: tuple[str, ...]) -> str:
-    w, h = box_size(text)
-    return f"{quote(node_id)} [width={w * COL_IN:.2f}, height={h * ROW_IN:.2f}];"
+def layout_edges(graph, texts: dict[str, tuple[str, ...]]) -> list[tuple[str, str]]:
+    """The edges drawn among the nodes in `texts`: the graph's, then those of its ports."""
+    edges = [(e.src, e.dst) for e in graph.edges if e.src in texts and e.dst in texts]
+    for port in graph_ports(graph):
+        if port.id in texts:
+            edges += [(port.id, o) if port.is_input else (o, port.id) for o in port.ops if o in texts]
+    return edges
+
+
+def _node_decl(node_id: str, text: tuple[str, ...], detail: Detail) -> str:
+    w, h = box_size(text, detail)
+    return f"{quote(node_id)} [width={(w + 2) * COL_IN:.2f}, height={(h + 2) * ROW_IN:.2f}];"
 
 
 def _cluster_tree(clusters: Sequence[ClusterSpec]) -> list[tuple[ClusterSpec, list]]:
@@ -174,80 +179,78 @@ def _cluster_tree(clusters: Sequence[ClusterSpec]) -> list[tuple[ClusterSpec, li
     return roots
 
 
-def _cluster_lines(spec, children, texts, placed, name, indent) -> list[str]:
-    out = [f"{indent}subgraph cluster_{name} {{ margin={14 + 14 * bool(children)};"]
+def _cluster_lines(spec, children, texts, placed, name, indent, detail) -> list[str]:
+    out = [f"{indent}subgraph cluster_{name} {{ margin=22; fontname=Courier; fontsize=14; "
+           f"label={quote(title_text(spec))};"]
     for k, (child, grand) in enumerate(children):
-        out.extend(_cluster_lines(child, grand, texts, placed, f"{name}_{k}", indent + "  "))
+        out.extend(_cluster_lines(child, grand, texts, placed, f"{name}_{k}", indent + "  ", detail))
     for m in spec.members:
         if m in texts and m not in placed:
             placed.add(m)
-            out.append(f"{indent}  {_node_decl(m, texts[m])}")
+            out.append(f"{indent}  {_node_decl(m, texts[m], detail)}")
     out.append(f"{indent}}}")
     return out
 
 
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\S+')
+def title_text(spec: ClusterSpec) -> str:
+    """A cluster's title as drawn on its top border."""
+    label = spec.label.replace("\n", " ")
+    return label if len(label) <= 40 else label[:39] + "…"
 
 
-def parse_plain(text: str, texts: dict[str, tuple[str, ...]], detail: Detail,
-                clusters: Sequence[ClusterSpec] = ()) -> Layout:
-    """Convert `dot -Tplain` output (inches, y up) into cell boxes and edge polylines."""
-    height_in = 0.0
+# Cluster titles are given to dot in 14 pt Courier (8.4 pt a character, a column is 7.2 pt):
+# the room dot makes for a title is then a little wider than the title drawn.
+
+
+def parse_json(text: str, texts: dict[str, tuple[str, ...]], detail: Detail,
+               clusters: Sequence[ClusterSpec], edges: Sequence[tuple[str, str]]) -> Layout:
+    """Convert `dot -Tjson` (points, y up) into cell boxes and cluster boxes, then route the
+    edges on the cells (see routing)."""
+    data = json.loads(text)
+    height_pt = float(data["bb"].split(",")[3])
     boxes: dict[str, Box] = {}
-    edges: list[tuple[str, str, list[tuple[float, float]]]] = []
-    for line in text.splitlines():
-        if line.startswith("graph "):
-            height_in = float(line.split()[3])
-        elif line.startswith("node "):
-            tok = _TOKEN.findall(line)
-            node_id = _unquote(tok[1])
-            x, y, w, h = (float(v) for v in tok[2:6])
-            wc, hc = box_size(texts.get(node_id, ()))
-            cx, cy = x / COL_IN, (height_in - y) / ROW_IN
-            boxes[node_id] = Box(round(cx - wc / 2), round(cy - hc / 2), wc, hc)
-        elif line.startswith("edge "):
-            tok = _TOKEN.findall(line)
-            n = int(tok[3])
-            pts = [(float(tok[4 + 2 * i]) / COL_IN, (height_in - float(tok[5 + 2 * i])) / ROW_IN)
-                   for i in range(n)]
-            edges.append((_unquote(tok[1]), _unquote(tok[2]), sample_bspline(pts)))
-    width = max((b.x + b.w for b in boxes.values()), default=0) + 2
-    height = max((b.y + b.h for b in boxes.values()), default=0) + 1
-    layout = Layout(detail, width, height, boxes, dict(texts), edges)
+    bbs: dict[str, Box] = {}
+    for obj in data.get("objects", ()):
+        if "bb" in obj and obj["name"].startswith("cluster_"):
+            # the cells wholly inside the box: clusters that touch in dot's points stay apart
+            x0, y0, x1, y1 = (float(v) for v in obj["bb"].split(","))
+            left, top = math.ceil(x0 / 72 / COL_IN), math.ceil((height_pt - y1) / 72 / ROW_IN)
+            right, bottom = math.floor(x1 / 72 / COL_IN), math.floor((height_pt - y0) / 72 / ROW_IN)
+            bbs[obj["name"]] = Box(left, top, right - left, bottom - top)
+        elif "pos" in obj:
+            x, y = (float(v) for v in obj["pos"].split(","))
+            wc, hc = box_size(texts.get(obj["name"], ()), detail)
+            cx, cy = x / 72 / COL_IN, (height_pt - y) / 72 / ROW_IN
+            boxes[obj["name"]] = Box(round(cx - wc / 2), round(cy - hc / 2), wc, hc)
+    layout = Layout(detail, 0, 0, boxes, dict(texts), [])
+    names = _cluster_names(clusters, texts)
     for spec in clusters:
-        members = [boxes[m] for m in spec.members if m in boxes]
-        if members:
-            # Outer clusters get wider margins than the clusters nested in them.
-            depth = sum(1 for c in clusters if c is not spec and set(c.members) < set(spec.members))
-            mx, my = 2 + 2 * min(depth, 1), 1 + min(depth, 1)
-            x0 = min(b.x for b in members) - mx
-            y0 = min(b.y for b in members) - my
-            x1 = max(b.x + b.w for b in members) + mx
-            y1 = max(b.y + b.h for b in members) + my
-            layout.clusters.append((spec, Box(max(x0, 0), max(y0, 0), x1 - max(x0, 0), y1 - max(y0, 0))))
+        box = bbs.get(names.get(spec))
+        if box is not None:
+            layout.clusters.append((spec, box))
     layout.clusters.sort(key=lambda cb: -(cb[1].w * cb[1].h))
+    right = max([b.x + b.w for b in boxes.values()] + [b.x + b.w for _, b in layout.clusters], default=0)
+    bottom = max([b.y + b.h for b in boxes.values()] + [b.y + b.h for _, b in layout.clusters], default=0)
+    routed = route_edges(boxes, [(frozenset(s.members), b, len(title_text(s))) for s, b in layout.clusters],
+                         edges, right, bottom)
+    layout.edges = [(a, b, path) for (a, b), path in zip(edges, routed)]
+    cells = [c for _, _, path in layout.edges for c in path]
+    layout.width = max([right] + [x + 1 for x, _ in cells]) + 2
+    layout.height = max([bottom] + [y + 1 for _, y in cells]) + 1
     return layout
 
 
-def sample_bspline(pts: list[tuple[float, float]], steps: int = 4) -> list[tuple[float, float]]:
-    """Points along dot's piecewise cubic Bezier (1 + 3k control points)."""
-    if len(pts) < 4:
-        return pts
-    out = [pts[0]]
-    for i in range(0, len(pts) - 3, 3):
-        p0, p1, p2, p3 = pts[i:i + 4]
-        for s in range(1, steps + 1):
-            t = s / steps
-            a, b, c, d = (1 - t) ** 3, 3 * t * (1 - t) ** 2, 3 * t * t * (1 - t), t ** 3
-            out.append((a * p0[0] + b * p1[0] + c * p2[0] + d * p3[0],
-                        a * p0[1] + b * p1[1] + c * p2[1] + d * p3[1]))
-    return out
+def _cluster_names(clusters: Sequence[ClusterSpec], texts) -> dict[ClusterSpec, str]:
+    """Each drawn cluster's subgraph name in layout_dot's DOT text."""
+    names: dict[ClusterSpec, str] = {}
 
+    def walk(level, prefix):
+        for k, (spec, children) in enumerate(level):
+            names[spec] = f"cluster_{prefix}{k}"
+            walk(children, f"{prefix}{k}_")
 
-def _unquote(token: str) -> str:
-    if token.startswith('"') and token.endswith('"'):
-        return token[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-    return token
+    walk(_cluster_tree(list(clusters)), "c")
+    return names
 
 
 def layout_graph(graph, detail: Detail, clusters: Sequence[ClusterSpec] = (),
@@ -255,8 +258,8 @@ def layout_graph(graph, detail: Detail, clusters: Sequence[ClusterSpec] = (),
     """Lay out an OperatorGraph (or the ops in `only`) with dot for a level of detail;
     `ports`: with the graph's input and output tensors as nodes."""
     dot, texts = layout_dot(graph, detail, clusters, only, ports)
-    plain = run_dot(dot, "plain").decode()
-    return parse_plain(plain, texts, detail, drawn_clusters(clusters, texts))
+    drawn = drawn_clusters(clusters, texts)
+    return parse_json(run_dot(dot, "json").decode(), texts, detail, drawn, layout_edges(graph, texts))
 
 
 def drawn_clusters(clusters: Sequence[ClusterSpec], present: Iterable[str]) -> list[ClusterSpec]:

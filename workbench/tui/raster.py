@@ -65,14 +65,18 @@ def rasterise(layout: Layout) -> Grid:
     for index, (spec, box) in enumerate(layout.clusters):
         grid.cluster_kinds.append(spec.kind)
         _draw_cluster(rows, box, index)
-    for index, (src, dst, points) in enumerate(layout.edges):
+    for index, (src, dst, path) in enumerate(layout.edges):
         grid.edge_ends.append((src, dst))
-        if src in layout.boxes and dst in layout.boxes:
-            _draw_edge(rows, points, layout.boxes[src], layout.boxes[dst], index)
+        _draw_edge(rows, path, index)
     for index, (spec, box) in enumerate(layout.clusters):
         _draw_cluster_label(rows, box, spec.label, index)
     for index, node_id in enumerate(grid.node_ids):
         _draw_node(rows, layout.boxes[node_id], layout.texts.get(node_id, ()), index, layout.detail)
+    for src, _, path in layout.edges:  # where an edge leaves its producer's box
+        if path and layout.detail is not Detail.COMPACT:
+            x, y = path[0]
+            if rows[y - 1].get(x, ("", 0))[0] == "─":
+                rows[y - 1][x] = ("┬", rows[y - 1][x][1])
     return grid
 
 
@@ -101,36 +105,13 @@ def _draw_cluster_label(rows, box: Box, label: str, index: int) -> None:
         _put(rows, box.x + 2 + k, box.y, ch, lv)
 
 
-def _draw_edge(rows, points, src: Box, dst: Box, index: int) -> None:
-    cells = [(round(x), round(y)) for x, y in points]
-    # Start just outside the tail box, under it (or above it for an upward edge), then
-    # follow the spline from its first point outside the box.
-    fx, fy = cells[0]
-    sx = min(max(fx, src.x + 1), src.x + src.w - 2) if src.w > 2 else src.x
-    sy = src.y + src.h if fy >= src.y + src.h / 2 else src.y - 1
-    cells = [(sx, sy)] + [c for c in cells if not src.contains(*c)]
-    # Finish at the head box (dot stops splines at the arrowhead's base).
-    lx, ly = points[-1]
-    tx = min(max(round(lx), dst.x), dst.x + dst.w - 1)
-    ty = min(max(round(ly), dst.y), dst.y + dst.h - 1)
-    cells.append((tx, ty))
-    path = [cells[0]]
-    for cx, cy in cells[1:]:
-        x, y = path[-1]
-        while (x, y) != (cx, cy):
-            dx, dy = cx - x, cy - y
-            # Step along the axis that is further behind, in proportion (2 columns ~ 1 row).
-            if dy and (not dx or abs(dy) * 2 >= abs(dx)):
-                y += 1 if dy > 0 else -1
-            else:
-                x += 1 if dx > 0 else -1
-            path.append((x, y))
-    path = [p for p in path if not src.contains(*p)]
-    while path and dst.contains(*path[-1]):
-        last_in = path.pop()
+def _draw_edge(rows, path, index: int) -> None:
+    """A routed path (routing.route_edges) as box-drawing lines: it leaves its producer's box
+    downwards and ends in ▼ on the cell above its consumer. Where edges meet, the lines join
+    (a shared fan-out trunk forks with ┬ ├ ┤, a crossing is ┼)."""
     if not path:
         return
-    bits: dict[tuple[int, int], int] = {}
+    bits: dict[tuple[int, int], int] = {path[0]: UP}
     for (x0, y0), (x1, y1) in zip(path, path[1:]):
         if x1 > x0:
             d0, d1 = RIGHT, LEFT
@@ -144,25 +125,28 @@ def _draw_edge(rows, points, src: Box, dst: Box, index: int) -> None:
         bits[(x1, y1)] = bits.get((x1, y1), 0) | d1
     v = code(Cell.EDGE, index)
     for (x, y), b in bits.items():
-        if 0 <= y < len(rows):
+        if 0 <= y < len(rows) and (x, y) != path[-1]:
             old = rows[y].get(x)
             if old is not None and old[1] >> _SHIFT == Cell.EDGE:
                 b |= _BITS_OF.get(old[0], 0)
             rows[y][x] = (_LINE.get(b, "·"), v)
-    hx, hy = path[-1]
-    ex, ey = last_in if "last_in" in locals() else (hx, hy + 1)
-    direction = DOWN if ey > hy else UP if ey < hy else RIGHT if ex > hx else LEFT
-    _put(rows, hx, hy, _ARROW[direction], code(Cell.ARROW, index))
+    _put(rows, *path[-1], "▼", code(Cell.ARROW, index))
 
 
 _BITS_OF = {ch: b for b, ch in _LINE.items() if b not in (UP, DOWN, LEFT, RIGHT)}
 
 
 def _draw_node(rows, box: Box, lines, index: int, detail: Detail) -> None:
-    if detail is Detail.DOTS or not lines:
+    if not lines:
         _put(rows, box.x, box.y, "●", code(Cell.DOT, index))
         return
     b, t = code(Cell.BORDER, index), code(Cell.TEXT, index)
+    if detail is Detail.COMPACT:  # [Conv]
+        _put(rows, box.x, box.y, "[", b)
+        _put(rows, box.x + box.w - 1, box.y, "]", b)
+        for j, ch in enumerate(lines[0][:box.w - 2]):
+            _put(rows, box.x + 1 + j, box.y, ch, t)
+        return
     x1, y1 = box.x + box.w - 1, box.y + box.h - 1
     for x in range(box.x + 1, x1):
         _put(rows, x, box.y, "─", b)
