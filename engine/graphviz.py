@@ -34,15 +34,21 @@ class Box:
     style: str = "dashed"  # Graphviz cluster style: dashed, solid, dotted, bold
 
 
+PORT_FILL = "#c8e6c9"  # graph inputs and outputs
+
+
 def operator_graph_dot(graph, clusters: Mapping[str, Iterable[str]] | Sequence[Box] | None = None,
                        colors: Mapping[str, str] | None = None, title: str = "",
-                       legend: Sequence[tuple[str, str, str]] = ()) -> str:
-    """DOT for an OperatorGraph: one box per op labelled with op type and output shape.
+                       legend: Sequence[tuple[str, str, str]] = (), ports: Sequence = ()) -> str:
+    """DOT for an OperatorGraph: one box per op labelled with op type, output shape and its
+    weights (+Nw: N constant inputs).
 
     `clusters`: Boxes (or label -> member op ids: dashed blue boxes), nested where one holds
     another, each op drawn in the smallest box holding it; `colors` maps op ids to fill
     colours (kernel time heat); `title` goes on top; `legend`: (kind, colour, what) rows,
-    kind "fill" (a node colour) or a cluster style ("dashed", "solid", ...), drawn as a table.
+    kind "fill" (a node colour) or a cluster style ("dashed", "solid", ...), drawn as a table;
+    `ports`: the graph's input and output tensors, drawn as green nodes (objects with id,
+    tensor, shape, ops, is_input: workbench.present.opgraph.GraphPort).
 
         >>> operator_graph_dot(g, [Box("d0", ("a", "b")), Box("k", ("a",))], title="m")
         'digraph G { ... subgraph cluster_0 { label="d0"; ... subgraph cluster_1 { label="k"; ... "a" ... } "b" ...'
@@ -54,11 +60,17 @@ def operator_graph_dot(graph, clusters: Mapping[str, Iterable[str]] | Sequence[B
     lines = ["digraph G {", "  rankdir=TB; graph [fontname=\"Helvetica\", fontsize=11]; node [shape=box, "
              "style=\"rounded,filled\", fillcolor=\"#f4f4f4\", fontname=\"Helvetica\", fontsize=10];"]
     if title or crossing:
-        text = title + (f"\n(not drawn: {', '.join(crossing)} cross another box)" if crossing else "")
+        text = title + (f"\n{', '.join(crossing)}: crossing another box, drawn as outlined ops "
+                        f"named [{', '.join(c.split()[0] for c in crossing)}]" if crossing else "")
         lines.append(f"  labelloc=t; fontsize=14; label={quote(text)};")
     if legend:
         lines.append(f"  legend [shape=plaintext, style=\"\", label=<{_legend_table(legend)}>];")
 
+    marks: dict[str, list[Box]] = {}  # op -> the boxes that could not be drawn around it
+    for box in boxes:
+        if box.label in crossing:
+            for op in box.members:
+                marks.setdefault(op, []).append(box)
     inside: dict = {}
     for n in graph.nodes:  # graph order within each box
         inside.setdefault(tree.owner.get(n.id), []).append(n)
@@ -71,9 +83,15 @@ def operator_graph_dot(graph, clusters: Mapping[str, Iterable[str]] | Sequence[B
                          f"style={quote(box.style)}; color={quote(box.color)}; fontcolor={quote(box.color)};")
             emit(child, depth + 1)
             lines.append(f"{pad}}}")
-        lines.extend(f"{pad}{_node_line(n, colors)}" for n in inside.get(index, ()))
+        lines.extend(f"{pad}{_node_line(n, colors, marks.get(n.id, ()))}" for n in inside.get(index, ()))
 
     emit(None, 1)
+    for p in ports:
+        word = "input" if p.is_input else "output"
+        lines.append(f"  {quote(p.id)} [shape=box, style=filled, label={quote(f'{word} {p.tensor}' + chr(10) + format_shape(p.shape))}, "
+                     f"fillcolor={quote(PORT_FILL)}];")
+        lines.extend(f"  {quote(p.id)} -> {quote(o)};" if p.is_input else f"  {quote(o)} -> {quote(p.id)};"
+                     for o in p.ops)
     lines.extend(f"  {quote(e.src)} -> {quote(e.dst)};" for e in graph.edges)
     lines.append("}")
     return "\n".join(lines)
@@ -135,11 +153,17 @@ def _html(text: str) -> str:
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _node_line(node, colors) -> str:
+def _node_line(node, colors, marks: Sequence[Box] = ()) -> str:
+    """An op's node; `marks`: boxes that cross another and so are drawn as its outline and
+    a `[d1]` line instead."""
     shape = format_shape(node.outputs[0].shape) if node.outputs else ""
-    label = f"{node.op} {shape}\n{node.label}"
+    weights = sum(1 for t in node.inputs if t.constant)
+    label = f"{node.op} {shape}" + (f" +{weights}w" if weights else "") + f"\n{node.label}"
+    if marks:
+        label += "\n[" + ", ".join(b.label.split()[0] for b in marks) + "]"
     fill = colors.get(node.id, "#f4f4f4")
-    return f"{quote(node.id)} [label={quote(label)}, fillcolor={quote(fill)}];"
+    outline = f", color={quote(marks[0].color)}, penwidth=2.5" if marks else ""
+    return f"{quote(node.id)} [label={quote(label)}, fillcolor={quote(fill)}{outline}];"
 
 
 def dot_program() -> str:

@@ -4,6 +4,8 @@ around all their members (nested around the kernels they hold), the timing chart
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from engine.blockdeps.dot import block_graph_dot, fan_in_classes
@@ -58,6 +60,20 @@ def test_operator_graph_has_a_title_a_legend_and_decisions_around_all_their_memb
     assert 'label="m: operator graph"' in dot and "<B>legend</B>" in dot and "fused kernel" in dot
     outer, inner = dot.index('label="k0 fused"'), dot.index('label="d0 horizontal [approved]"')
     assert outer < inner < dot.index('"conv" [label=') and dot.index('"relu" [label=') > inner
+    assert b"<svg" in run_dot(dot, "svg")
+
+
+def test_a_decision_crossing_a_kernel_outlines_its_ops_and_ports_are_drawn():
+    """fire_module's d1 (squeeze conv -> expand conv) crosses the kernels: its ops are outlined
+    in its colour and named, not dropped; graph inputs and outputs are nodes of their own."""
+    g = _graph()
+    port = SimpleNamespace(id="in:x", tensor="x", shape=(1, 3, 8, 8), ops=("conv",), is_input=True)
+    dot = operator_graph_dot(g, [Box("k0 fused", ("conv", "relu")), Box("d1 vertical", ("relu", "add"), "#ef6c00")],
+                             ports=[port])
+    assert "d1 vertical: crossing another box" in dot and 'subgraph cluster_1' not in dot
+    relu = next(line for line in dot.splitlines() if line.strip().startswith('"relu" ['))
+    assert "[d1]" in relu and 'color="#ef6c00"' in relu
+    assert '"in:x" -> "conv";' in dot and "input x" in dot
     assert b"<svg" in run_dot(dot, "svg")
 
 

@@ -6,6 +6,7 @@ import json
 
 from engine.graphviz import format_shape, operator_graph_dot, render_svg
 from workbench.args import session_from_args
+from workbench.present.opgraph import graph_ports, opgraph_legend, opgraph_title
 
 
 def register(sub, model_cmd) -> None:
@@ -19,7 +20,8 @@ def inspect(args) -> int:
     session = session_from_args(args)
     graph = session.graph
     if args.svg:
-        path = render_svg(operator_graph_dot(graph), args.svg)
+        dot = operator_graph_dot(graph, title=opgraph_title(graph), legend=opgraph_legend(), ports=graph_ports(graph))
+        path = render_svg(dot, args.svg)
     if args.json:
         print(json.dumps(graph.to_json(), indent=1))
         return 0

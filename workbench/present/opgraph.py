@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from engine.graphviz import format_shape
+from engine.graphviz import PORT_FILL, format_shape
 
 Figures = tuple[tuple[str, str], ...]  # (label, value) rows of a properties panel
 
@@ -55,6 +55,18 @@ def graph_ports(graph) -> tuple[GraphPort, ...]:
             outputs += [GraphPort(f"out:{t.name}", t.name, t.shape, t.dtype, (n.id,), False) for t in n.outputs]
     return tuple(GraphPort(f"in:{name}", name, shape, dtype, ops, True)
                  for name, (shape, dtype, ops) in inputs.items()) + tuple(outputs)
+
+
+def opgraph_title(graph) -> str:
+    """The first line of an exported operator graph."""
+    s = graph.summary()
+    return f"{graph.model}: operator graph ({s.ops} operators, {s.total_flops / 1e9:.2f} GFLOP)"
+
+
+def opgraph_legend() -> list[tuple[str, str, str]]:
+    """Legend rows (kind, colour, meaning) every exported operator graph has."""
+    return [("fill", "#f4f4f4", "op: type, output shape, +Nw: N weights; its name below"),
+            ("fill", PORT_FILL, "graph input / output tensor")]
 
 
 def weight_count(node) -> int:

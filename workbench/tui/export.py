@@ -7,6 +7,7 @@ from pathlib import Path
 
 from engine.graphviz import Box, operator_graph_dot, render_svg
 from engine.parallel.plan import DecisionStatus
+from workbench.present.opgraph import graph_ports, opgraph_legend, opgraph_title
 from workbench.tui.facts import PlanState, Unavailable
 from workbench.tui.graph_canvas import heat_color
 from workbench.tui.layout import ClusterSpec
@@ -66,10 +67,9 @@ def opgraph_dot(graph, clusters: tuple[ClusterSpec, ...], op_ms: dict[str, float
         boxes += [Box(c.label, tuple(c.members), color, style) for c in clusters if c.kind != "kernel"]
     legend = [("fill", heat_color(x).name, f"kernel median {x * top:.3f} ms" + (" (the slowest)" if x == 1 else ""))
               for x in (0.0, 0.5, 1.0)] if op_ms else []
-    legend += [("fill", "#f4f4f4", "not timed")]
+    legend += [("fill", "#f4f4f4", "not timed")] if op_ms else []
+    legend += opgraph_legend()
     legend += [(KERNEL_BOX[0], KERNEL_BOX[1], KERNEL_BOX[2])]
     legend += [(style, color, what) for style, color, what in DECISION_BOXES.values()]
-    s = graph.summary()
-    title = (f"{graph.model}: operator graph ({s.ops} operators, {s.total_flops / 1e9:.2f} GFLOP); "
-             f"boxes: fused kernels and fusion decisions; fill: time of the op's kernel per inference")
-    return operator_graph_dot(graph, boxes, colors, title=title, legend=legend)
+    title = opgraph_title(graph) + "\nboxes: fused kernels and fusion decisions; fill: time of the op's kernel per inference"
+    return operator_graph_dot(graph, boxes, colors, title=title, legend=legend, ports=graph_ports(graph))
