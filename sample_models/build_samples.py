@@ -15,6 +15,12 @@ graph input called ``input`` and a single graph output called ``output``):
   (one qkv MatMul, shape-arithmetic Reshape, Split into q/k/v, Erf GELU), [1,64,128]
 * ``res2net_block.onnx``   - Res2Net block (channel Split into 4 hierarchical groups,
   Concat) with squeeze-excitation and residual, [1,64,28,28]
+* ``mobilenet_block.onnx`` - MobileNetV2 inverted residuals, [1,32,28,28]
+* ``lstm_block.onnx``      - one-layer LSTM over 16 steps with a linear head, as torch
+  exports ``nn.LSTM(batch_first=True)``, [1,16,64]
+* ``bigru_block.onnx``     - bidirectional GRU (linear_before_reset=1, as torch's), [1,16,64]
+* ``shufflenet_unit.onnx`` - two ShuffleNet v2 units as torch exports them: channel shuffle
+  views computed by Shape -> Gather -> Div (floor fix-up) -> Concat -> Reshape chains, [1,48,14,14]
 
 ``build_all(out_dir)`` writes all of them and returns their paths.
 """
@@ -341,6 +347,103 @@ def make_res2net_block() -> onnx.ModelProto:
                    "squeeze-excitation and residual")
 
 
+def _rnn_weights(g: GraphBuilder, prefix: str, gates: int, dirs: int, d_in: int, hidden: int) -> List[str]:
+    """W, R, B of an ONNX LSTM/GRU node, uniform(-1/sqrt(hidden), 1/sqrt(hidden)) as torch initialises them."""
+    bound = 1.0 / math.sqrt(hidden)
+
+    def uniform(name: str, shape) -> str:
+        return g.const(name, g.rng.uniform(-bound, bound, shape).astype(np.float32))
+
+    return [uniform(f"{prefix}.W", (dirs, gates * hidden, d_in)), uniform(f"{prefix}.R", (dirs, gates * hidden, hidden)),
+            uniform(f"{prefix}.B", (dirs, 2 * gates * hidden))]
+
+
+def make_lstm_block() -> onnx.ModelProto:
+    """``nn.LSTM(64, 64, batch_first=True)`` then ``nn.Linear(64, 64)``, as torch exports them:
+    Transpose to time-major, LSTM, Squeeze the direction axis, Transpose back, MatMul + Add.
+    blockwise hoists the input projections of the four gates out of the recurrence: four
+    matmuls reading the same input, a parallel group."""
+    seq, dim, hidden = 16, 64, 64
+    g = GraphBuilder(seed=1007)
+    x = g.node("Transpose", ["input"], "lstm/Transpose", perm=[1, 0, 2])  # [16,1,64]
+    y = g.node_outputs("LSTM", [x, *_rnn_weights(g, "lstm", 4, 1, dim, hidden)], "lstm/LSTM", 3,
+                       hidden_size=hidden)[0]  # Y [16,1,1,64]
+    y = g.node("Squeeze", [y, g.const("lstm/axes", np.array([1], np.int64))], "lstm/Squeeze")  # [16,1,64]
+    y = g.node("Transpose", [y], "lstm/Transpose_1", perm=[1, 0, 2])  # [1,16,64]
+    y = g.node("MatMul", [y, g.weight("head.weight", (hidden, dim), hidden)], "head/matmul")
+    y = g.node("Add", [y, g.bias("head.bias", dim)], "head/add", output="output")
+    return g.model("lstm_block", [1, seq, dim], "output", [1, seq, dim],
+                   "One-layer LSTM (16 steps, hidden 64) with a linear head, as exported by torch")
+
+
+def make_bigru_block() -> onnx.ModelProto:
+    """``nn.GRU(64, 32, batch_first=True, bidirectional=True)`` as torch exports it
+    (linear_before_reset=1): Y [seq, 2, batch, 32] -> Transpose -> Reshape [seq, batch, 64]
+    -> Transpose back to batch-first. Six gate projections (three per direction) read the input."""
+    seq, dim, hidden = 16, 64, 32
+    g = GraphBuilder(seed=1008)
+    x = g.node("Transpose", ["input"], "gru/Transpose", perm=[1, 0, 2])  # [16,1,64]
+    y = g.node_outputs("GRU", [x, *_rnn_weights(g, "gru", 3, 2, dim, hidden)], "gru/GRU", 2,
+                       hidden_size=hidden, direction="bidirectional", linear_before_reset=1)[0]  # [16,2,1,32]
+    y = g.node("Transpose", [y], "gru/Transpose_1", perm=[0, 2, 1, 3])  # [16,1,2,32]
+    y = g.node("Reshape", [y, g.const("gru/shape", np.array([seq, 1, 2 * hidden], np.int64))], "gru/Reshape")
+    y = g.node("Transpose", [y], "gru/Transpose_2", output="output", perm=[1, 0, 2])  # [1,16,64]
+    return g.model("bigru_block", [1, seq, dim], y, [1, seq, 2 * hidden],
+                   "Bidirectional GRU (16 steps, hidden 32 per direction), as exported by torch")
+
+
+def make_shufflenet_unit() -> onnx.ModelProto:
+    """Two ShuffleNet v2 basic units as torch.onnx exports them: ``x.chunk(2, 1)``, a branch
+    (1x1 conv, relu, 3x3 depthwise conv, 1x1 conv, relu) on one half, cat, then the channel
+    shuffle ``x.view(b, 2, c // 2, h, w).transpose(1, 2).contiguous().view(b, -1, h, w)``
+    whose view shapes come from ``x.size()``: Shape -> Gather -> Div with torch's floor-division
+    fix-up (Less, Xor, Mul, Sub, Equal, Not, And, Cast) -> Unsqueeze -> Concat -> Reshape.
+    Scalars are Constant nodes, as torch writes them."""
+    c, hw = 48, 14
+    g = GraphBuilder(seed=1009)
+
+    def const(name: str, value) -> str:
+        return g.node("Constant", [], name, value=numpy_helper.from_array(np.asarray(value), name))
+
+    def floordiv(p: str, a: str, b: str) -> str:
+        q = g.node("Div", [a, b], f"{p}/Div")
+        zero = const(f"{p}/Constant_zero", np.array(0, np.int64))
+        negative = g.node("Xor", [g.node("Less", [a, zero], f"{p}/Less"), g.node("Less", [b, zero], f"{p}/Less_1")],
+                          f"{p}/Xor")
+        remainder = g.node("Sub", [a, g.node("Mul", [q, b], f"{p}/Mul")], f"{p}/Sub")
+        inexact = g.node("Not", [g.node("Equal", [remainder, zero], f"{p}/Equal")], f"{p}/Not")
+        fixup = g.node("Cast", [g.node("And", [negative, inexact], f"{p}/And")], f"{p}/Cast", to=TensorProto.INT64)
+        return g.node("Sub", [q, fixup], f"{p}/Sub_1")
+
+    def view(p: str, x: str, dims, output: Optional[str] = None) -> str:
+        axes = const(f"{p}/Constant_axes", np.array([0], np.int64))
+        parts = [const(f"{p}/Constant_{k}", np.array([d], np.int64)) if isinstance(d, int)
+                 else g.node("Unsqueeze", [d, axes], f"{p}/Unsqueeze_{k}") for k, d in enumerate(dims)]
+        return g.node("Reshape", [x, g.node("Concat", parts, f"{p}/Concat", axis=0)], f"{p}/Reshape", output=output)
+
+    x = "input"
+    for u in range(2):
+        p = f"/stage2/unit{u}"
+        x1, x2 = g.node_outputs("Split", [x, g.const(f"{p}/split", np.array([c // 2, c // 2], np.int64))],
+                                f"{p}/Split", 2, axis=1)
+        h = g.conv_relu(x2, f"{p}/branch2.0", c // 2, c // 2, 1)
+        w = g.weight(f"{p}/branch2.3.weight", (c // 2, 1, 3, 3), 9)
+        h = g.node("Conv", [h, w, g.bias(f"{p}/branch2.3.bias", c // 2)], f"{p}/branch2.3/conv",
+                   kernel_shape=[3, 3], pads=[1] * 4, strides=[1, 1], group=c // 2)
+        h = g.conv_relu(h, f"{p}/branch2.5", c // 2, c // 2, 1)
+        y = g.node("Concat", [x1, h], f"{p}/Concat", axis=1)
+        # channel_shuffle(y, 2)
+        shape = g.node("Shape", [y], f"{p}/shuffle/Shape")
+        b, ch, hh, ww = (g.node("Gather", [shape, const(f"{p}/shuffle/Constant_{k}", np.array(k, np.int64))],
+                                f"{p}/shuffle/Gather_{k}", axis=0) for k in range(4))
+        per_group = floordiv(f"{p}/shuffle", ch, const(f"{p}/shuffle/Constant_groups", np.array(2, np.int64)))
+        v = view(f"{p}/shuffle/view", y, [b, 2, per_group, hh, ww])
+        t = g.node("Transpose", [v], f"{p}/shuffle/Transpose", perm=[0, 2, 1, 3, 4])
+        x = view(f"{p}/shuffle/view_1", t, [b, -1, hh, ww], output="output" if u == 1 else None)
+    return g.model("shufflenet_unit", [1, c, hw, hw], x, [1, c, hw, hw],
+                   "Two ShuffleNet v2 units with torch-exported channel shuffles (shape-arithmetic views)")
+
+
 BUILDERS: Dict[str, Callable[[], onnx.ModelProto]] = {
     "inception_block": make_inception_block,
     "fire_module": make_fire_module,
@@ -349,6 +452,9 @@ BUILDERS: Dict[str, Callable[[], onnx.ModelProto]] = {
     "vit_block": make_vit_block,
     "res2net_block": make_res2net_block,
     "mobilenet_block": make_mobilenet_block,
+    "lstm_block": make_lstm_block,
+    "bigru_block": make_bigru_block,
+    "shufflenet_unit": make_shufflenet_unit,
 }
 
 

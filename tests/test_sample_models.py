@@ -31,6 +31,9 @@ INPUT_SHAPES = {
     "vit_block": [1, 64, 128],
     "res2net_block": [1, 64, 28, 28],
     "mobilenet_block": [1, 32, 28, 28],
+    "lstm_block": [1, 16, 64],
+    "bigru_block": [1, 16, 64],
+    "shufflenet_unit": [1, 48, 14, 14],
 }
 OUTPUT_SHAPES = {
     "inception_block": [1, 96, 28, 28],
@@ -40,6 +43,9 @@ OUTPUT_SHAPES = {
     "vit_block": [1, 64, 128],
     "res2net_block": [1, 64, 28, 28],
     "mobilenet_block": [1, 32, 28, 28],
+    "lstm_block": [1, 16, 64],
+    "bigru_block": [1, 16, 64],
+    "shufflenet_unit": [1, 48, 14, 14],
 }
 OP_COUNTS = {
     "inception_block": {"Conv": 6, "Relu": 6, "MaxPool": 1, "Concat": 1},
@@ -54,6 +60,12 @@ OP_COUNTS = {
     "mobilenet_block": {"Conv": 6, "Clip": 4, "Add": 2},
     "res2net_block": {"Conv": 7, "Relu": 5, "Split": 1, "Add": 4, "Concat": 1,
                       "GlobalAveragePool": 1, "Sigmoid": 1, "Mul": 1},
+    "lstm_block": {"Transpose": 2, "LSTM": 1, "Squeeze": 1, "MatMul": 1, "Add": 1},
+    "bigru_block": {"Transpose": 3, "GRU": 1, "Reshape": 1},
+    # two channel shuffles of 13 shape nodes, 7 Unsqueeze and 10 Constant each, as torch writes them
+    "shufflenet_unit": {"Split": 2, "Conv": 6, "Relu": 4, "Concat": 6, "Shape": 2, "Constant": 20,
+                        "Gather": 8, "Div": 2, "Less": 4, "Xor": 2, "Mul": 2, "Sub": 4, "Equal": 2,
+                        "Not": 2, "And": 2, "Cast": 2, "Unsqueeze": 14, "Reshape": 4, "Transpose": 2},
 }
 
 
@@ -234,3 +246,43 @@ def test_moe_matches_numpy_reference():
     sess = ort.InferenceSession(_path("moe_block"), providers=["CPUExecutionProvider"])
     (y,) = sess.run(None, {"input": x})
     np.testing.assert_allclose(y, ref, atol=1e-4, rtol=1e-4)
+
+
+def test_recurrent_structure():
+    """torch's nn.LSTM / bidirectional nn.GRU exports: time-major Transpose in, weights as
+    initializers of ONNX's shapes ([dirs, gates*hidden, in]), GRU with linear_before_reset=1."""
+    from onnx import numpy_helper
+    for name, op, gates, dirs, hidden in (("lstm_block", "LSTM", 4, 1, 64), ("bigru_block", "GRU", 3, 2, 32)):
+        model = _load(name)
+        w = {t.name: numpy_helper.to_array(t).shape for t in model.graph.initializer}
+        (cell,) = [n for n in model.graph.node if n.op_type == op]
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in cell.attribute}
+        assert attrs["hidden_size"] == hidden
+        assert cell.input[0] == _nodes(model)[f"{op.lower()}/Transpose"].output[0]
+        assert [w[i] for i in cell.input[1:4]] == [(dirs, gates * hidden, 64), (dirs, gates * hidden, hidden),
+                                                   (dirs, 2 * gates * hidden)]
+        assert attrs.get("direction", b"forward") == (b"bidirectional" if dirs == 2 else b"forward")
+    assert {a.name: a.i for a in _nodes(_load("bigru_block"))["gru/GRU"].attribute}["linear_before_reset"] == 1
+
+
+def test_shufflenet_views_are_computed_from_shape():
+    """Every channel-shuffle Reshape's target shape is computed from a Shape node, the first
+    view of each shuffle through a Div, as torch exports `x.view(b, g, c // g, h, w)` (what
+    engine/onnx_folding.py folds)."""
+    model = _load("shufflenet_unit")
+    producer = {o: n for n in model.graph.node for o in n.output}
+
+    def ancestor_ops(tensor):
+        seen, todo = {}, [tensor]
+        while todo:
+            n = producer.get(todo.pop())
+            if n is not None and n.name not in seen:
+                seen[n.name] = n.op_type
+                if n.op_type != "Shape":  # what Shape reads is data, not shape arithmetic
+                    todo.extend(n.input)
+        return set(seen.values())
+
+    chains = [ancestor_ops(n.input[1]) for n in model.graph.node if n.op_type == "Reshape"]
+    assert len(chains) == 4
+    assert all({"Shape", "Gather", "Unsqueeze", "Concat"} <= ops for ops in chains)
+    assert sum("Div" in ops for ops in chains) == 2
