@@ -251,8 +251,7 @@ def _unroll(em: _Emitter, kind: _Kind, x, dw: _Direction, steps: int, hidden: in
     zero = em.const(0)
     ys: dict[int, relax.Expr] = {}
     for t in (reversed(range(steps)) if reversed_steps else range(steps)):
-        index = relax.const(t, "int64")
-        xt = [em(R.take(p, index, axis=0)) for p in proj]
+        xt = _Steps(em, proj, t)
         rec = [None] * kind.gates
         if h is not None:
             both = em(R.matmul(h, dw.r_t))
@@ -262,12 +261,32 @@ def _unroll(em: _Emitter, kind: _Kind, x, dw: _Direction, steps: int, hidden: in
         if valid is None:
             ys[t], h, c = h_new, h_new, c_new
             continue
-        keep = em(R.take(valid, index, axis=0))  # [B, 1]
+        keep = _at(em, valid, t)  # [B, 1]
         ys[t] = em(R.where(keep, h_new, zero))
         h = em(R.where(keep, h_new, h if h is not None else zero))
         if c_new is not None:
             c = em(R.where(keep, c_new, c if c is not None else zero))
     return em(R.stack([ys[t] for t in range(steps)], axis=0)), h, c
+
+
+class _Steps:
+    """The hoisted projections at step t, sliced on first use: a slice nobody reads would be
+    a dead binding, which the binding -> operator link gives to whatever it reads."""
+
+    def __init__(self, em: _Emitter, proj: list, t: int):
+        self.em, self.proj, self.t, self.done = em, proj, t, {}
+
+    def __getitem__(self, k: int):
+        if k not in self.done:
+            self.done[k] = _at(self.em, self.proj[k], self.t)
+        return self.done[k]
+
+
+def _at(em: _Emitter, v, t: int):
+    """v[t] of a [T, ...] tensor: a slice and a reshape (both fuse into the step's kernels;
+    `take` with a constant index reads it from memory and stays a kernel of its own)."""
+    rest = [int(d) for d in v.ty.shape.values[1:]]
+    return em(R.reshape(R.strided_slice(v, axes=[0], begin=[t], end=[t + 1]), rest))
 
 
 def _clip(em: _Emitter, v, clip):
@@ -276,14 +295,17 @@ def _clip(em: _Emitter, v, clip):
 
 def _lstm_cell(em, dw, xt, rec, h, c, clip, lbr):
     f, g, hact = dw.acts
-    pre = [em.add(xt[k], rec[k]) for k in range(4)]  # i, o, f, c
     p_i, p_o, p_f = dw.peep
-    if c is not None:
-        pre[0] = em.add(pre[0], em.mul(p_i, c) if p_i is not None else None)
-        pre[2] = em.add(pre[2], em.mul(p_f, c) if p_f is not None else None)
-    i, fg, cc = f(clip(pre[0])), f(clip(pre[2])), g(clip(pre[3]))
-    c_new = em.add(em.mul(fg, c) if c is not None else None, em.mul(i, cc))
-    o = f(clip(em.add(pre[1], em.mul(p_o, c_new) if p_o is not None else None)))
+
+    def pre(k: int, peephole=None, state=None):  # gate k's input to its activation
+        v = em.add(xt[k], rec[k])
+        return clip(em.add(v, em.mul(peephole, state)) if peephole is not None and state is not None else v)
+
+    i, cc = f(pre(0, p_i, c)), g(pre(3))
+    c_new = em.mul(i, cc)
+    if c is not None:  # with a zero cell state the forget gate does not matter
+        c_new = em.add(em.mul(f(pre(2, p_f, c)), c), c_new)
+    o = f(pre(1, p_o, c_new))
     return em.mul(o, hact(c_new)), c_new
 
 
