@@ -1,0 +1,206 @@
+"""Regenerate every picture the docs use, from the project's own code on the bundled samples.
+
+    .venv/bin/python docs/figures/make_figures.py            # all figures (about a minute)
+    .venv/bin/python docs/figures/make_figures.py --no-tui   # skip the TUI screenshots
+
+Each figure comes from the same code a user runs:
+
+- tui-*.svg: the Textual app on the real engine (fire_module, llvm), driven headless with
+  Pilot and saved with Textual's own `export_screenshot` (tests/test_tui_engine.py does the
+  same); tui-timing.svg holds the measured times of the compile it ran;
+- opgraph-inception_block.svg: `workbench inspect inception_block --svg`;
+- blockmap-*.svg: `workbench blockdeps fire_module --target cuda --edge P:C --svg` (a sampled
+  block graph of one edge);
+- fused-grid-inception_block-cuda.svg: the plan's first horizontal decision on cuda
+  (`workbench plan inception_block --target cuda --json`): the fused launch's blockIdx.x
+  range split among its members in member order (what GpuLayout's default does), drawn here
+  with matplotlib from the plan's own numbers (member blocks, threads per block);
+- timing-inception_block.svg: what `workbench compile inception_block --approve all` writes
+  (timing.svg: every kernel before and after the plan, measured in the same run).
+
+Deterministic where the inputs are: graph and block figures and the plan-derived grid are
+the same on every run on a machine with the same core count; the TUI timing screen and the
+timing chart hold measured times, which differ from run to run. SVG metadata dates are fixed
+(SOURCE_DATE_EPOCH) and matplotlib's ids salted, so an unchanged figure diffs as unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+
+TUI_SIZE = (160, 45)
+
+# name -> what the docs say it is (tests/test_docs.py checks each exists and is referenced)
+FIGURES = {
+    "tui-graph.svg": "TUI, Graph tab (fire_module, llvm)",
+    "tui-blocks.svg": "TUI, Blocks tab: the block map of one kernel edge",
+    "tui-fusion.svg": "TUI, Fusion tab: the plan's decisions with their evidence",
+    "tui-timing.svg": "TUI, Timing tab after compiling before (c) and with (C) the plan",
+    "tui-help.svg": "TUI, the ? help screen",
+    "opgraph-inception_block.svg": "workbench inspect inception_block --svg",
+    "blockmap-fire_module-cuda-one-to-one.svg": "workbench blockdeps fire_module --target cuda --edge 0:1 --svg",
+    "blockmap-fire_module-cuda-one-to-few.svg": "workbench blockdeps fire_module --target cuda --edge 0:2 --svg",
+    "fused-grid-inception_block-cuda.svg": "the fused launch's blocks per member (plan on cuda)",
+    "timing-inception_block.svg": "workbench compile inception_block --approve all: timing.svg",
+}
+
+
+def workbench(*argv: str) -> str:
+    """Run one `workbench` command in this process; its stdout. A failure stops the script."""
+    from workbench.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(list(argv))
+    if code != 0:
+        raise SystemExit(f"workbench {' '.join(argv)} failed with exit code {code}")
+    return out.getvalue()
+
+
+def salt_matplotlib() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "blockwise-docs"
+
+
+def make_opgraph(out: Path) -> None:
+    workbench("inspect", "inception_block", "--svg", str(out / "opgraph-inception_block.svg"))
+
+
+def make_block_maps(out: Path) -> None:
+    # cuda: dlight's schedules (stable); the llvm schedules are this project's own and change
+    for edge, cls in (("0:1", "one-to-one"), ("0:2", "one-to-few")):
+        workbench("blockdeps", "fire_module", "--target", "cuda", "--edge", edge, "--blocks", "8",
+                  "--svg", str(out / f"blockmap-fire_module-cuda-{cls}.svg"))
+
+
+def make_fused_grid(out: Path) -> None:
+    """The first horizontal decision of inception_block's cuda plan: one launch whose
+    blockIdx.x range is split among the members (each block runs one member)."""
+    import matplotlib.pyplot as plt
+
+    plan = json.loads(workbench("plan", "inception_block", "--target", "cuda", "--json"))
+    d = next(d for d in plan["decisions"] if d["kind"] == "horizontal")
+    gain = d["gain"]
+    blocks = list(gain["member_chunks"])
+    colors = ["#3a7bd5", "#ef6c00", "#2e7d32", "#8e24aa", "#c62828", "#00838f"]
+    fig, ax = plt.subplots(figsize=(10, 2.6))
+    start = 0
+    for i, (m, n) in enumerate(zip(d["members"], blocks)):
+        ax.broken_barh([(start, n)], (0, 1), facecolors=colors[i % len(colors)], edgecolor="white", linewidth=0.4)
+        label = f"k{m['kernel']} {m['labels'][0]}\n{n} blocks, blockIdx.x {start}-{start + n - 1}"
+        ax.text(start + n / 2, 0.5, label, ha="center", va="center", fontsize=7, color="white")
+        start += n
+    for b in range(0, start + 1):  # one tick per block
+        ax.plot([b, b], [0, 0.08], color="#ffffff", linewidth=0.3)
+    ax.set_xlim(0, start)
+    ax.set_ylim(0, 1)
+    ax.set_yticks([])
+    ax.set_xlabel("blockIdx.x of the fused kernel")
+    fig.suptitle(f"inception_block on cuda, {d['id']} ({d['kind']}): {len(blocks)} launches -> 1 launch of "
+                 f"{gain['fused_chunks']} blocks x {gain['threads_per_block']} threads", fontsize=9, x=0.01,
+                 ha="left")
+    ax.set_title(f"each block runs one member's code (a branch on blockIdx.x); "
+                 f"idle thread slots {gain['idle_threads']:.0%}, ~{gain['shared_bytes'] / 1024:.1f} KiB shared per "
+                 f"block (the largest member's); estimate: {gain['estimated_us']} us saved "
+                 f"(utilisation {gain['utilisation_before']:.0%} -> {gain['utilisation_after']:.0%} of "
+                 f"the SMs)", fontsize=7, loc="left", color="#444444")
+    fig.tight_layout()
+    fig.savefig(out / "fused-grid-inception_block-cuda.svg", format="svg")
+    plt.close(fig)
+
+
+def make_timing_chart(out: Path, work: Path) -> None:
+    run_dir = work / "inception_block-llvm"
+    workbench("compile", "inception_block", "--approve", "all", "--no-export", "--runs", "20",
+              "--out", str(run_dir))
+    shutil.copyfile(run_dir / "timing.svg", out / "timing-inception_block.svg")
+
+
+async def _drive_tui(out: Path, work: Path) -> None:
+    from tests.test_tui import settle  # waits for the app's workers, as the TUI tests do
+    from workbench.tui.app import WorkbenchApp
+    from workbench.tui.engine_adapter import EngineAnalyses
+
+    # run in `work` with the plan at its default relative path: no temp path on screen
+    app = WorkbenchApp(str(ROOT / "sample_models" / "fire_module.onnx"),
+                       analyses=EngineAnalyses("out/fire_module-llvm/plan.json"), out_dir=Path("export"), runs=10)
+    app.animation_level = "none"
+
+    async def shot(name: str) -> None:
+        app.clear_notifications()
+        await pilot.pause()
+        (out / name).write_text(app.export_screenshot(title=f"blockwise: {name[4:-4]}"))
+
+    async with app.run_test(size=TUI_SIZE) as pilot:
+        await settle(pilot, app)
+        await pilot.press("right_square_bracket")  # select the first operator: its properties
+        await shot("tui-graph.svg")
+        await pilot.press("question_mark")
+        await settle(pilot, app)
+        await shot("tui-help.svg")
+        await pilot.press("escape")
+        await pilot.press("2")
+        await settle(pilot, app)
+        await shot("tui-blocks.svg")
+        await pilot.press("3")
+        await settle(pilot, app)
+        await shot("tui-fusion.svg")
+        await pilot.press("A")  # approve every decision, then compile without and with the plan
+        await pilot.press("c")
+        await settle(pilot, app)
+        await pilot.press("C")
+        await settle(pilot, app)
+        await pilot.press("4")
+        await settle(pilot, app)
+        await shot("tui-timing.svg")
+
+
+def make_tui(out: Path, work: Path) -> None:
+    here = Path.cwd()
+    os.chdir(work)
+    try:
+        asyncio.run(_drive_tui(out.resolve(), work))
+    finally:
+        os.chdir(here)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=HERE, help="folder for the figures (default: docs/figures)")
+    parser.add_argument("--no-tui", action="store_true", help="skip the TUI screenshots")
+    args = parser.parse_args(argv)
+    os.chdir(ROOT)
+    os.environ.setdefault("SOURCE_DATE_EPOCH", "0")  # matplotlib: no creation date in the SVG
+    salt_matplotlib()
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="blockwise-figures-") as tmp:
+        work = Path(tmp)
+        steps = [make_opgraph, make_block_maps, make_fused_grid, lambda o: make_timing_chart(o, work)]
+        if not args.no_tui:
+            steps.append(lambda o: make_tui(o, work))
+        for step in steps:
+            step(args.out)
+    for name in FIGURES:
+        path = args.out / name
+        if path.exists():
+            print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}  {path.stat().st_size} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
