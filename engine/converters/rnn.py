@@ -165,6 +165,15 @@ class _Direction:
     acts: list[Act]
 
 
+@dataclass(frozen=True)
+class _Options:
+    """The node's attributes that change the cell's arithmetic."""
+
+    clip: float | None  # bound on every activation's input
+    linear_before_reset: bool  # GRU: r * (h Rh^T + Rbh) instead of (r * h) Rh^T + Rbh
+    input_forget: bool  # LSTM: the forget gate is 1 - the input gate
+
+
 def _convert(kind: _Kind, inputs, attrs: dict) -> relax.Expr:
     node = f"{kind.op} node '{attrs.get('tvm_custom', {}).get('name', '')}'"
     x, w, r, bias, lens, h0 = (inputs[k] for k in range(6))
@@ -173,8 +182,6 @@ def _convert(kind: _Kind, inputs, attrs: dict) -> relax.Expr:
     direction = direction.decode() if isinstance(direction, bytes) else direction
     if direction not in _DIRECTIONS:
         raise tvm.error.OpNotImplemented(f"{node}: unknown direction '{direction}'")
-    if int(attrs.get("input_forget", 0)):
-        raise tvm.error.OpNotImplemented(f"{node}: input_forget=1 is not supported")
     reverse_of = _DIRECTIONS[direction]
     layout = int(attrs.get("layout", 0))
     em = _Emitter(str(x.ty.dtype))
@@ -186,7 +193,8 @@ def _convert(kind: _Kind, inputs, attrs: dict) -> relax.Expr:
     if rshape[1:] != (kind.gates * hidden, hidden) or wshape[1] != kind.gates * hidden:
         raise tvm.error.OpNotImplemented(f"{node}: W {wshape} and R {rshape} do not fit hidden_size {hidden}")
     acts = _activations(kind, attrs, len(reverse_of), node)
-    clip, lbr = attrs.get("clip"), bool(attrs.get("linear_before_reset", 0))
+    opts = _Options(attrs.get("clip"), bool(attrs.get("linear_before_reset", 0)),
+                    kind is LSTM and bool(attrs.get("input_forget", 0)))
 
     lens_np = _numpy(lens) if lens is not None else None
     masked = lens is not None and not (lens_np is not None and (lens_np == steps).all())
@@ -202,10 +210,10 @@ def _convert(kind: _Kind, inputs, attrs: dict) -> relax.Expr:
 
     ys, hs, cs = [], [], []
     for d, rev in enumerate(reverse_of):
-        dw = _weights(em, kind, w, r, bias, h0, c0, peep, d, hidden, batch, lbr,
+        dw = _weights(em, kind, w, r, bias, h0, c0, peep, d, hidden, batch, opts.linear_before_reset,
                       [_activation(em, *a) for a in acts[d]])
         xs = em(R.gather_elements(x, em(R.broadcast_to(order, xshape)), 0)) if masked and rev else x
-        y, h, c = _unroll(em, kind, xs, dw, steps, hidden, clip, lbr, rev and not masked, valid)
+        y, h, c = _unroll(em, kind, xs, dw, steps, hidden, opts, rev and not masked, valid)
         if masked and rev:
             y = em(R.gather_elements(y, em(R.broadcast_to(order, (steps, batch, hidden))), 0))
         ys.append(y)
@@ -241,23 +249,23 @@ def _sum(em: _Emitter, a, b):
     return em.add(a, b)
 
 
-def _unroll(em: _Emitter, kind: _Kind, x, dw: _Direction, steps: int, hidden: int, clip, lbr: bool,
+def _unroll(em: _Emitter, kind: _Kind, x, dw: _Direction, steps: int, hidden: int, opts: _Options,
             reversed_steps: bool, valid) -> tuple:
     """(Y [T, B, H], last h, last c) of one direction; `valid` [T, B, 1]: the step is within
     the sequence (None: every step is)."""
     H = hidden
-    proj = [em.add(em(R.matmul(x, w_t)), b) for w_t, b in zip(dw.w_t, dw.x_bias)]  # hoisted: [T, B, H] each
+    unread = {2} if opts.input_forget else set()  # LSTM's forget gate, replaced by 1 - i
+    # hoisted out of the recurrence: X W_g^T + biases for all steps, [T, B, H] per gate
+    proj = {g: em.add(em(R.matmul(x, dw.w_t[g])), dw.x_bias[g]) for g in range(kind.gates) if g not in unread}
     h, c = dw.h0, dw.c0
     zero = em.const(0)
     ys: dict[int, relax.Expr] = {}
     for t in (reversed(range(steps)) if reversed_steps else range(steps)):
-        xt = _Steps(em, proj, t)
-        rec = [None] * kind.gates
-        if h is not None:
-            both = em(R.matmul(h, dw.r_t))
-            rec[:dw.rec_gates] = [em(R.strided_slice(both, axes=[1], begin=[g * H], end=[(g + 1) * H]))
-                                  for g in range(dw.rec_gates)]
-        h_new, c_new = _CELLS[kind.op](em, dw, xt, rec, h, c, lambda v: _clip(em, v, clip), lbr)
+        both = em(R.matmul(h, dw.r_t)) if h is not None else None  # h R^T for all gates at once
+        xt = _Lazy(lambda g, t=t: _at(em, proj[g], t))
+        rec = _Lazy(lambda g, both=both: None if both is None or g >= dw.rec_gates else
+                    em(R.strided_slice(both, axes=[1], begin=[g * H], end=[(g + 1) * H])))
+        h_new, c_new = _CELLS[kind.op](em, dw, xt, rec, h, c, opts)
         if valid is None:
             ys[t], h, c = h_new, h_new, c_new
             continue
@@ -269,17 +277,17 @@ def _unroll(em: _Emitter, kind: _Kind, x, dw: _Direction, steps: int, hidden: in
     return em(R.stack([ys[t] for t in range(steps)], axis=0)), h, c
 
 
-class _Steps:
-    """The hoisted projections at step t, sliced on first use: a slice nobody reads would be
-    a dead binding, which the binding -> operator link gives to whatever it reads."""
+class _Lazy:
+    """Per-gate values made on first use: a slice no gate reads would be a dead binding
+    (which the binding -> operator link would give to whatever it reads)."""
 
-    def __init__(self, em: _Emitter, proj: list, t: int):
-        self.em, self.proj, self.t, self.done = em, proj, t, {}
+    def __init__(self, make: Callable[[int], relax.Expr | None]):
+        self.make, self.done = make, {}
 
-    def __getitem__(self, k: int):
-        if k not in self.done:
-            self.done[k] = _at(self.em, self.proj[k], self.t)
-        return self.done[k]
+    def __getitem__(self, g: int):
+        if g not in self.done:
+            self.done[g] = self.make(g)
+        return self.done[g]
 
 
 def _at(em: _Emitter, v, t: int):
@@ -289,42 +297,44 @@ def _at(em: _Emitter, v, t: int):
     return em(R.reshape(R.strided_slice(v, axes=[0], begin=[t], end=[t + 1]), rest))
 
 
-def _clip(em: _Emitter, v, clip):
-    return v if clip is None else em(R.clip(v, -float(clip), float(clip)))
+def _clip(em: _Emitter, v, opts: _Options):
+    return v if opts.clip is None else em(R.clip(v, -float(opts.clip), float(opts.clip)))
 
 
-def _lstm_cell(em, dw, xt, rec, h, c, clip, lbr):
+def _lstm_cell(em, dw, xt, rec, h, c, opts):
     f, g, hact = dw.acts
     p_i, p_o, p_f = dw.peep
 
     def pre(k: int, peephole=None, state=None):  # gate k's input to its activation
         v = em.add(xt[k], rec[k])
-        return clip(em.add(v, em.mul(peephole, state)) if peephole is not None and state is not None else v)
+        return _clip(em, em.add(v, em.mul(peephole, state)) if peephole is not None and state is not None else v,
+                     opts)
 
     i, cc = f(pre(0, p_i, c)), g(pre(3))
     c_new = em.mul(i, cc)
     if c is not None:  # with a zero cell state the forget gate does not matter
-        c_new = em.add(em.mul(f(pre(2, p_f, c)), c), c_new)
+        forget = em(R.subtract(em.const(1), i)) if opts.input_forget else f(pre(2, p_f, c))
+        c_new = em.add(em.mul(forget, c), c_new)
     o = f(pre(1, p_o, c_new))
     return em.mul(o, hact(c_new)), c_new
 
 
-def _gru_cell(em, dw, xt, rec, h, c, clip, lbr):
+def _gru_cell(em, dw, xt, rec, h, c, opts):
     f, g = dw.acts
-    z, r = f(clip(em.add(xt[0], rec[0]))), f(clip(em.add(xt[1], rec[1])))
-    if lbr:  # r * (h Rh^T + Rbh)
+    z, r = f(_clip(em, em.add(xt[0], rec[0]), opts)), f(_clip(em, em.add(xt[1], rec[1]), opts))
+    if opts.linear_before_reset:  # r * (h Rh^T + Rbh)
         inner = em.add(rec[2], dw.rh_bias)
         hh = em.add(xt[2], em.mul(r, inner) if inner is not None else None)
     else:  # (r * h) Rh^T
         hh = em.add(xt[2], em(R.matmul(em.mul(r, h), dw.rh_t)) if h is not None else None)
-    hh = g(clip(hh))
+    hh = g(_clip(em, hh, opts))
     keep_new = em.mul(em(R.subtract(em.const(1), z)), hh)
     return em.add(keep_new, em.mul(z, h) if h is not None else None), None
 
 
-def _rnn_cell(em, dw, xt, rec, h, c, clip, lbr):
+def _rnn_cell(em, dw, xt, rec, h, c, opts):
     (f,) = dw.acts
-    return f(clip(em.add(xt[0], rec[0]))), None
+    return f(_clip(em, em.add(xt[0], rec[0]), opts)), None
 
 
 _CELLS = {"LSTM": _lstm_cell, "GRU": _gru_cell, "RNN": _rnn_cell}
