@@ -23,6 +23,31 @@ def _extents(sch, block):
     return out
 
 
+def _split_row_reduction(sch: s_tir.Schedule, block, lanes: int):
+    """Sum a row in `lanes` partial sums (rfactor) so that the loop can run on vectors: a
+    serial sum waits on the add's latency at every element. Returns the partial-sum block
+    (its partial sums are added in `block`), or None when the row does not split evenly or
+    TIR knows no rfactor for the reduction."""
+    inner = sch.get_loops(block)[-1]
+    extent = sch.get(inner).extent
+    if not isinstance(extent, tirx.IntImm) or int(extent) % lanes or int(extent) < 2 * lanes:
+        return None
+    try:
+        _, lane = sch.split(inner, [None, lanes])
+        return sch.rfactor(lane, factor_axis=len(sch.get(block).iter_vars) - 1)
+    except Exception:  # pylint: disable=broad-except
+        return None
+
+
+def _vectorize_partials(sch: s_tir.Schedule, partial) -> None:
+    """Zero the partial sums once, then add a vector of elements per step."""
+    lane, chunk = sch.get_loops(partial)[-2:]  # rfactor puts the factored loop outside
+    sch.reorder(chunk, lane)
+    sch.vectorize(lane)  # while the block still holds its init: TIR refuses it after
+    init = sch.decompose_reduction(partial, chunk)
+    sch.vectorize(sch.get_loops(init)[-1])
+
+
 class RowWise(ScheduleRule):
     name = "rowwise"
 
@@ -41,10 +66,12 @@ class RowWise(ScheduleRule):
         for b in blocks[:-1]:
             ext = _extents(sch, b)
             stmt = sch.get(b)
-            # Same leading row loops, one inner loop (the row's reduction or map).
-            if ext is None or ext[:-1] != rows or len(ext) != len(shape):
+            # Same leading row loops, then one inner loop (the row's reduction or map) or none
+            # (a per-row scalar: layer norm's mean between its two reductions).
+            per_row = ext == rows and not is_reduction_block(sch, b)
+            if ext is None or not per_row and (ext[:-1] != rows or len(ext) != len(shape)):
                 return None
-            if any(iv.iter_type != tirx.IterVar.DataPar for iv in stmt.iter_vars[:-1]):
+            if any(iv.iter_type != tirx.IterVar.DataPar for iv in stmt.iter_vars[: len(rows)]):
                 return None
             if len(stmt.writes) != 1 or list(stmt.writes[0].source.shape)[: len(rows)] != list(
                 sch.get(last).writes[0].source.shape
@@ -54,14 +81,20 @@ class RowWise(ScheduleRule):
         for e in shape:
             work *= e
         lanes = vector_lanes(target)
+        reductions = [b for b in blocks[:-1] if is_reduction_block(sch, b)]
+        partials = [p for p in (_split_row_reduction(sch, b, lanes) for b in reductions) if p is not None]
         loops = sch.get_loops(last)
         row = sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0]
-        for b in reversed(blocks[:-1]):
+        for b in reversed(blocks_of(sch)[:-1]):
             sch.compute_at(b, row, preserve_unit_loops=True)
         if work >= MIN_PARALLEL_WORK:
             sch.parallel(row)
+        for p in partials:
+            _vectorize_partials(sch, p)
         for b in blocks:
-            if not is_reduction_block(sch, b):
+            if is_reduction_block(sch, b):
+                continue
+            if len(sch.get_loops(b)) > 1:
                 inner = sch.get_loops(b)[-1]
                 n = int(sch.get(inner).extent)
                 if n % lanes == 0 and n > lanes:

@@ -17,6 +17,7 @@ from tvm import relax, s_tir, tirx
 from tvm.target import Target
 
 from engine.schedule.cpu.common import (
+    PREPROC_ATTR,
     ScheduleRule,
     has_preproc,
     blocks_of,
@@ -69,8 +70,10 @@ class Matmul(ScheduleRule):
 
     name = "matmul"
 
-    def __init__(self, tile: tuple[int, int] | None = None):
+    def __init__(self, tile: tuple[int, int] | None = None, pack: bool = True, j_outer: bool = True):
         self.tile = tile  # (it, jt) fixed instead of chosen: the tuner's knob space
+        self.pack = pack
+        self.j_outer = j_outer
 
     @staticmethod
     def tiles(n_i: int, n_j: int, isa: Isa) -> list[tuple[int, int]]:
@@ -78,7 +81,7 @@ class Matmul(ScheduleRule):
         to 4 rows x up to 4 vectors of columns (in half-vector steps), within the ISA's
         accumulator registers."""
         half = max(isa.lanes() // 2, 1)
-        its = [d for d in range(1, 5) if n_i % d == 0]
+        its = [d for d in range(1, 9) if n_i % d == 0]
         jts = [d for d in range(half, 8 * half + 1, half) if n_j % d == 0]
         fits = [(i, j) for i in its for j in jts if i * -(-j // isa.lanes()) <= isa.accumulators]
         return sorted(fits, key=lambda t: (-t[1], -t[0]))
@@ -112,12 +115,22 @@ class Matmul(ScheduleRule):
         if not options or (self.tile is not None and self.tile not in options):
             return None
         it, jt = self.tile or options[0]
+        b_buf = stmt.reads[1].source
+        if self.pack and len(b_buf.ty.shape) == 2 and any(b_buf.same_as(p) for p in func.params):
+            # A weight [K, J] -> [J/jt, K, jt]: each column tile's panel is contiguous
+            wpack = sch.cache_read(mm, 1, "global")
+            sch.transform_layout(wpack, ("write", 0), lambda k_, j_: (j_ // jt, k_, j_ % jt))
+            sch.annotate(wpack, PREPROC_ATTR, True)
         loops = sch.get_loops(mm)
         *batch, i, j, k = loops
         io, ii = sch.split(i, [None, it])
         jo, ji = sch.split(j, [None, jt])
-        sch.reorder(*batch, io, jo, k, ii, ji)
-        par = sch.fuse(*batch, io, jo)
+        if self.j_outer:
+            sch.reorder(*batch, jo, io, k, ii, ji)
+            par = sch.fuse(*batch, jo, io)
+        else:
+            sch.reorder(*batch, io, jo, k, ii, ji)
+            par = sch.fuse(*batch, io, jo)
         sch.parallel(par)
         consumers = [b for b in blocks_of(sch) if not sch.get(b).same_as(sch.get(mm))]
         if consumers:
