@@ -95,6 +95,11 @@ def resolve_path(spec: str) -> Path:
     path = Path(spec)
     if not path.exists() and not path.suffix and (SAMPLE_DIR / f"{spec}.onnx").is_file():
         return SAMPLE_DIR / f"{spec}.onnx"
+    if not path.exists() and not path.suffix:
+        from sample_models.build_samples import GENERATED, build_generated  # seeded, written once
+
+        if spec in GENERATED:
+            return Path(build_generated(spec, str(SAMPLE_DIR)))
     if not path.exists():
         raise ModelLoadError(f"model file not found: {spec}")
     if not path.is_file():
@@ -115,10 +120,7 @@ def load_model(spec: str, shapes: Mapping[str, tuple[int, ...]] | None = None,
     folding = fold_shape_arithmetic(proto)
     unfolded, proto = (proto, folding.proto) if folding is not None else (None, proto)
     _check_supported_ops(proto)
-    try:
-        proto = shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
-    except Exception as err:  # onnx raises several unrelated types here
-        raise ModelLoadError(f"{spec}: shape inference failed: {_first_line(err)}") from None
+    proto = _infer_shapes(proto, spec)
     inputs = tuple(_input_spec(vi) for vi in proto.graph.input)
     if replaced:
         rng = np.random.default_rng(seed)
@@ -142,6 +144,36 @@ def _parse(path: Path) -> onnx.ModelProto:
     if not proto.HasField("graph") or len(proto.graph.node) == 0:
         raise ModelLoadError(f"{path}: not an ONNX model (no graph or no nodes)")
     return proto
+
+
+def _infer_shapes(proto: onnx.ModelProto, spec: str) -> onnx.ModelProto:
+    """Strict shape inference; where strict mode fails but lenient inference still types
+    every node output, the lenient result. onnx 1.23's own function bodies trip strict mode
+    (MeanVarianceNormalization's Constant reads an attribute the node leaves at its
+    default) although the op's output shape is known."""
+    try:
+        return shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
+    except Exception as err:  # onnx raises several unrelated types here
+        strict_error = err
+    try:
+        lenient = shape_inference.infer_shapes(proto, check_type=True, strict_mode=False)
+    except Exception:
+        lenient = None
+    if lenient is None or not _every_output_typed(lenient):
+        raise ModelLoadError(f"{spec}: shape inference failed: {_first_line(strict_error)}") from None
+    return lenient
+
+
+def _every_output_typed(proto: onnx.ModelProto) -> bool:
+    """Every node output has an element type and a shape (inferred or declared)."""
+    typed = {vi.name: vi.type for vi in (*proto.graph.value_info, *proto.graph.output, *proto.graph.input)}
+    for node in proto.graph.node:
+        for name in filter(None, node.output):
+            t = typed.get(name)
+            if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.elem_type \
+                    or not t.tensor_type.HasField("shape"):
+                return False
+    return True
 
 
 def _check(proto: onnx.ModelProto, spec: str) -> None:
@@ -190,6 +222,14 @@ def _apply_shapes(proto: onnx.ModelProto, shapes: dict[str, tuple[int, ...]], sp
                 dim.Clear()
                 dim.dim_param = f"{out.name}_d{k}"  # symbolic: inference fills it in
     for vi in proto.graph.input:
+        kind = vi.type.WhichOneof("value")
+        if kind == "optional_type" and vi.type.optional_type.elem_type.WhichOneof("value") == "tensor_type":
+            # an optional tensor is compiled as present (as TVM's frontend does): the caller passes a tensor
+            vi.type.CopyFrom(vi.type.optional_type.elem_type)
+            kind = "tensor_type"
+        if kind != "tensor_type":  # sequence, map, optional sequence: no --shape makes them tensors
+            raise ModelLoadError(f"{spec}: input '{vi.name}' is a{_KINDS.get(kind, ' ' + str(kind))}, "
+                                 "not a tensor: only tensor inputs are supported")
         dims = vi.type.tensor_type.shape.dim
         if vi.name in shapes:
             new = shapes[vi.name]
@@ -198,11 +238,16 @@ def _apply_shapes(proto: onnx.ModelProto, shapes: dict[str, tuple[int, ...]], sp
             for dim, value in zip(dims, new):
                 dim.Clear()
                 dim.dim_value = int(value)
-        dynamic = [d.dim_param or "?" for d in dims if not d.HasField("dim_value") or d.dim_value <= 0]
+        # dim_value 0 is a static empty dimension (CastLike's `like` is often one)
+        dynamic = [d.dim_param or "?" for d in dims if not d.HasField("dim_value") or d.dim_value < 0]
         if dynamic or not vi.type.tensor_type.HasField("shape"):
             example = ",".join("1" for _ in dims) or "1"
             raise ModelLoadError(f"{spec}: input '{vi.name}' has dynamic dimensions {dynamic}; "
                                  f"give a static shape with --shape {vi.name}={example}")
+
+
+_KINDS = {"sequence_type": " sequence", "optional_type": "n optional", "map_type": " map",
+          "sparse_tensor_type": " sparse tensor", None: " value of no type"}
 
 
 def _input_spec(vi: onnx.ValueInfoProto) -> InputSpec:

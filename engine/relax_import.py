@@ -8,6 +8,8 @@ with the binding that defines the node's output.
 
 from __future__ import annotations
 
+import contextlib
+import io
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,11 +37,14 @@ def import_relax(model: Model, graph: OperatorGraph) -> RelaxModule:
     opset = next((o.version for o in model.proto.opset_import if o.domain in ("", "ai.onnx")), 1)
     proto, origin = _fold_batchnorm(model.proto)
     try:
-        mod = importer.from_onnx(proto.graph, opset)
+        # the frontend print()s "Error converting operator ..." before raising: the error says it
+        with contextlib.redirect_stdout(io.StringIO()):
+            mod = importer.from_onnx(proto.graph, opset)
     except tvm.error.OpNotImplemented as err:
         raise UnsupportedOpError(str(err).strip().splitlines()[-1]) from None
     except Exception as err:
-        raise UnsupportedOpError(f"TVM's ONNX frontend failed on {model.name}: {one_line(err, 300)}") from None
+        where = _node_at(proto, len(importer.converted))
+        raise UnsupportedOpError(f"TVM's ONNX frontend failed on {model.name}{where}: {one_line(err, 300)}") from None
     by_index = {n.index: n.id for n in graph.nodes}
     ids = {k: by_index[origin[k]] for k in range(len(origin)) if origin[k] in by_index}
     made_by: dict[relax.Expr, OpId] = {}
@@ -56,6 +61,15 @@ def import_relax(model: Model, graph: OperatorGraph) -> RelaxModule:
         if op is not None:
             known[b.var] = op
     return RelaxModule(mod, propagate_owners(mod["main"], known))
+
+
+def _node_at(proto: onnx.ModelProto, index: int) -> str:
+    """", node 'NAME' (OP)" of the node the frontend was converting: nodes are converted in
+    order, each recorded when done, so the count recorded is the failing node's index."""
+    if index >= len(proto.graph.node) or any(n.op_type == "If" for n in proto.graph.node):
+        return ""  # failed after the last node, or an If (not recorded) shifts the count
+    node = proto.graph.node[index]
+    return f", node '{node.name}' ({node.op_type})" if node.name else f", the {node.op_type} making '{node.output[0]}'"
 
 
 def _fold_batchnorm(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[int]]:

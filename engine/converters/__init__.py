@@ -2,7 +2,15 @@
 converted in a form our stages cannot fuse). Each module owns a dict op_type -> converter
 `(inputs, attrs) -> relax.Expr`; `CONVERTERS` merges them."""
 
+from engine.converters.constant import CONSTANT
+from engine.converters.cumulative import CUMULATIVE
+from engine.converters.elementwise import ELEMENTWISE
+from engine.converters.expand import EXPAND
+from engine.converters.losses import LOSSES
+from engine.converters.normalization import NORMALIZATION
 from engine.converters.rnn import RECURRENT
+from engine.converters.sequence_reverse import SEQUENCE_REVERSE
 from engine.converters.variadic import VARIADIC
 
-CONVERTERS = {**VARIADIC, **RECURRENT}
+CONVERTERS = {**VARIADIC, **RECURRENT, **ELEMENTWISE, **CUMULATIVE, **NORMALIZATION, **SEQUENCE_REVERSE,
+              **LOSSES, **CONSTANT, **EXPAND}
