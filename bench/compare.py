@@ -45,7 +45,8 @@ THREADS = configure_runtime()  # before any kernel runs: every TVM build gets th
 
 from run_record import RESULTS, write_raw  # noqa: E402
 
-QUICK_MODELS = ["inception_block", "fire_module", "mha_block", "moe_block", "zoo:squeezenet",
+QUICK_MODELS = ["inception_block", "fire_module", "mha_block", "moe_block", "mobilenet_block", "bert_encoder",
+                "zoo:squeezenet",
                 "zoo:inception_v1", "zoo:inception_v2", "zoo:resnet50", "zoo:shufflenet",
                 "zoo:densenet121"]
 TUNE_MODELS = ["fire_module", "zoo:squeezenet"]

@@ -444,6 +444,59 @@ def make_shufflenet_unit() -> onnx.ModelProto:
                    "Two ShuffleNet v2 units with torch-exported channel shuffles (shape-arithmetic views)")
 
 
+def make_bert_encoder(layers: int = 2, seq: int = 128, dim: int = 768, heads: int = 12,
+                      ffn: int = 3072) -> onnx.ModelProto:
+    """BERT-base's encoder layers (post-norm; hidden 768, 12 heads, FFN 3072, exact Erf GELU),
+    two of them at sequence length 128, as HuggingFace's BertLayer exports: separate q/k/v
+    projections reading one input (a parallel group), heads split by Reshape + Transpose.
+    57 MB of weights: generated on first use (GENERATED), not committed."""
+    g = GraphBuilder(seed=1010)
+    hd = dim // heads
+    x = "input"
+
+    def ln(v: str, p: str, output: Optional[str] = None) -> str:
+        s = g.const(f"{p}.weight", (1.0 + 0.1 * g.rng.standard_normal(dim)).astype(np.float32))
+        b = g.bias(f"{p}.bias", dim, scale=0.1)
+        return g.node("LayerNormalization", [v, s, b], f"{p}/LayerNormalization", output=output, axis=-1,
+                      epsilon=1e-12)
+
+    def lin(v: str, p: str, d_in: int, d_out: int) -> str:
+        w, b = g.weight(f"{p}.weight", (d_in, d_out), d_in), g.bias(f"{p}.bias", d_out)
+        return g.node("Add", [g.node("MatMul", [v, w], f"{p}/MatMul"), b], f"{p}/Add")
+
+    heads_shape = g.const("heads_shape", np.array([1, seq, heads, hd], np.int64))
+    merged = g.const("merged_shape", np.array([1, seq, dim], np.int64))
+    scale = g.const("attn_scale", np.array(1.0 / math.sqrt(hd), np.float32))
+    for l in range(layers):
+        p = f"layer{l}"
+
+        def split_heads(t: str, name: str, perm: List[int]) -> str:
+            r = g.node("Reshape", [t, heads_shape], f"{p}/attention/{name}/Reshape")
+            return g.node("Transpose", [r], f"{p}/attention/{name}/Transpose", perm=perm)
+        q = split_heads(lin(x, f"{p}/attention/query", dim, dim), "query", [0, 2, 1, 3])
+        k = split_heads(lin(x, f"{p}/attention/key", dim, dim), "key", [0, 2, 3, 1])
+        v = split_heads(lin(x, f"{p}/attention/value", dim, dim), "value", [0, 2, 1, 3])
+        s = g.node("MatMul", [q, k], f"{p}/attention/scores/MatMul")
+        s = g.node("Mul", [s, scale], f"{p}/attention/scores/Mul")
+        a = g.node("Softmax", [s], f"{p}/attention/Softmax", axis=-1)
+        o = g.node("MatMul", [a, v], f"{p}/attention/context/MatMul")
+        o = g.node("Transpose", [o], f"{p}/attention/context/Transpose", perm=[0, 2, 1, 3])
+        o = g.node("Reshape", [o, merged], f"{p}/attention/context/Reshape")
+        o = lin(o, f"{p}/attention/output", dim, dim)
+        x = ln(g.node("Add", [o, x], f"{p}/attention/residual/Add"), f"{p}/attention/output/LayerNorm")
+        h = lin(x, f"{p}/intermediate", dim, ffn)
+        e = g.node("Div", [h, g.const(f"{p}/sqrt2", np.array(math.sqrt(2.0), np.float32))], f"{p}/gelu/Div")
+        e = g.node("Erf", [e], f"{p}/gelu/Erf")
+        e = g.node("Add", [e, g.const(f"{p}/one", np.array(1.0, np.float32))], f"{p}/gelu/Add")
+        e = g.node("Mul", [h, e], f"{p}/gelu/Mul")
+        e = g.node("Mul", [e, g.const(f"{p}/half", np.array(0.5, np.float32))], f"{p}/gelu/Mul_1")
+        h = lin(e, f"{p}/output", ffn, dim)
+        x = ln(g.node("Add", [h, x], f"{p}/output/residual/Add"), f"{p}/output/LayerNorm",
+               output="output" if l == layers - 1 else None)
+    return g.model("bert_encoder", [1, seq, dim], "output", [1, seq, dim],
+                   f"BERT-base-like encoder: {layers} layers, seq {seq}, hidden {dim}, {heads} heads, FFN {ffn}")
+
+
 BUILDERS: Dict[str, Callable[[], onnx.ModelProto]] = {
     "inception_block": make_inception_block,
     "fire_module": make_fire_module,
@@ -456,6 +509,29 @@ BUILDERS: Dict[str, Callable[[], onnx.ModelProto]] = {
     "bigru_block": make_bigru_block,
     "shufflenet_unit": make_shufflenet_unit,
 }
+
+
+# Samples too large to commit, written next to the others on first use (engine.model).
+GENERATED: Dict[str, Callable[[], onnx.ModelProto]] = {
+    "bert_encoder": make_bert_encoder,
+}
+
+
+def build_generated(name: str, out_dir: Optional[str] = None) -> str:
+    """Write the generated sample `name` into ``out_dir`` (default: this folder) atomically
+    (a concurrent reader never sees half a file); returns its path."""
+    out_dir = HERE if out_dir is None else os.fspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{name}.onnx")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(GENERATED[name]().SerializeToString(deterministic=True))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
 
 
 def build_all(out_dir: Optional[str] = None) -> List[str]:

@@ -104,6 +104,9 @@ def main(argv: list[str] | None = None, signals: set | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("workbench: interrupted\n")
         return 130
+    except BrokenPipeError:  # `workbench inspect M | head`: the reader left, as with any Unix tool
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141
     except Exception as err:  # never a traceback for the user unless asked
         if args.debug:
             raise
