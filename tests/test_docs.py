@@ -144,15 +144,28 @@ def test_readme_test_command_is_what_ci_runs():
     assert ci[-1] == command
 
 
+def anchors(path: Path) -> set[str]:
+    """GitHub's heading anchors of a markdown file: lower case, punctuation dropped, spaces
+    to hyphens (`## The plan (`plan.json`)` -> `the-plan-planjson`)."""
+    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.M | re.S)  # not comments in code
+    heads = re.findall(r"^#+ (.+)$", text, flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
 def test_relative_links_resolve():
-    """Every relative link or image of README.md and docs/*.md names an existing file."""
+    """Every relative link or image of README.md and docs/*.md names an existing file, and
+    a #anchor an existing heading of it."""
     broken = []
     for path in DOCS:
         for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text()):
-            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            if re.match(r"[a-z]+:", target):
                 continue
-            if not (path.parent / target.split("#")[0]).exists():
+            file, _, anchor = target.partition("#")
+            where = path.parent / file if file else path
+            if not where.exists():
                 broken.append(f"{path.relative_to(ROOT)}: {target}")
+            elif anchor and where.suffix == ".md" and anchor not in anchors(where):
+                broken.append(f"{path.relative_to(ROOT)}: {target} (no such heading)")
     # docs/conformance.md is written by bench/conformance.py (another change); linked ahead of it
     broken = [b for b in broken if not b.endswith("conformance.md")]
     assert not broken, broken

@@ -2,6 +2,7 @@
 
     .venv/bin/python docs/figures/make_figures.py            # all figures (about a minute)
     .venv/bin/python docs/figures/make_figures.py --no-tui   # skip the TUI screenshots
+    .venv/bin/python docs/figures/make_figures.py --out DIR  # elsewhere (the docs test does)
 
 Each figure comes from the same code a user runs:
 
@@ -184,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=HERE, help="folder for the figures (default: docs/figures)")
     parser.add_argument("--no-tui", action="store_true", help="skip the TUI screenshots")
     args = parser.parse_args(argv)
+    args.out = args.out.resolve()  # before the chdir: relative to where it was called
     os.chdir(ROOT)
     os.environ.setdefault("SOURCE_DATE_EPOCH", "0")  # matplotlib: no creation date in the SVG
     salt_matplotlib()
