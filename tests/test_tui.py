@@ -222,6 +222,35 @@ def test_search_next_match_and_focus(tmp_path):
     run(go())
 
 
+def test_clusters_arriving_after_the_first_layout_do_not_move_what_is_on_screen(tmp_path):
+    """Kernels come from scheduling, seconds after the graph is drawn: the node nearest the
+    middle of the view stays where it was on screen, even at the top-left."""
+    async def go():
+        from workbench.tui.layout import ClusterSpec
+
+        app, _ = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            canvas = app.query_one(GraphCanvas)
+            canvas.set_clusters(())  # the first layout, without kernels
+            await settle(pilot, app)
+            canvas.scroll_to(0, 0, animate=False, immediate=True)
+            await pilot.pause()
+            boxes = canvas.scene.layout.boxes
+            mx, my = canvas.size.width / 2, canvas.size.height / 2
+            middle = min(boxes, key=lambda n: (abs(boxes[n].center[0] - mx) + 2 * abs(boxes[n].center[1] - my), n))
+            before = (boxes[middle].x - int(canvas.scroll_x), boxes[middle].y - int(canvas.scroll_y))
+            ids = [n.id for n in app.graph.nodes]
+            canvas.set_clusters((ClusterSpec("k0 a_long_kernel_name_that_widens_the_box", tuple(ids[:3])),))
+            await settle(pilot, app)
+            after_box = canvas.scene.layout.boxes[middle]
+            assert canvas.scene.layout.clusters and after_box != boxes[middle]  # the layout did change
+            assert after_box.y > boxes[middle].y  # the kernel's box pushed it down ...
+            assert after_box.y - int(canvas.scroll_y) == before[1]  # ... and the view followed
+            assert abs(after_box.x - int(canvas.scroll_x) - before[0]) <= 1  # (no sideways scroll: it fits)
+    run(go())
+
+
 def test_zoom_levels_and_pan(tmp_path):
     async def go():
         app, _ = make_app(tmp_path, n_nodes=120)
@@ -339,12 +368,12 @@ def test_blocks_view_highlights_producer_blocks(tmp_path):
             assert view.edge is not None and view.edge.edge_class == "one-to-few"
             shot = screen(app)
             assert "one-to-few" in shot and "needs 2" in shot  # block 0 needs 0 and 1
-            await pilot.press("right", "down")  # block 9
-            assert "consumer chunk 9 needs 3" in screen(app)  # llvm: a block is a chunk of the parallel loop
-            await pilot.press("shift+tab", "shift+tab", "j")  # the edge table; j/k as in k9s
+            await pilot.press("j")  # the edge list has the keys first; j/k as in k9s
             assert view.edge.key == "1->2" and "k1_relu -> k2_conv" in screen(app)
-            await pilot.press("k", "j", "enter", "l")  # enter: into the consumer's blocks
-            assert "consumer chunk 1 needs" in screen(app)
+            await pilot.press("k", "enter", "right", "down")  # enter: into the consumer's blocks; block 9
+            assert view.edge.key == "0->1" and "consumer chunk 9 needs 3" in screen(app)  # llvm: a chunk of the loop
+            await pilot.press("shift+tab", "shift+tab", "j")  # back to the edge list
+            assert view.edge.key == "1->2"
     run(go())
 
 

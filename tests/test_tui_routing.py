@@ -41,7 +41,7 @@ def check_routes(layout) -> None:
             for node, box in layout.boxes.items():
                 assert not _inside(box, x, y), f"{where}: runs through {node} at {(x, y)}"
         for spec, box in layout.clusters:
-            title = {(box.x + k, box.y) for k in range(1, len(title_text(spec)) + 4)}
+            title = {(box.x + k, box.y) for k in range(1, len(title_text(spec, layout.detail)) + 4)}
             assert not title & set(path), f"{where}: runs through the title of {spec.label}"
             crossings = sum(1 for x, y in path if _on_border(box, x, y))
             must = (src in spec.members) != (dst in spec.members)

@@ -307,7 +307,7 @@ class WorkbenchApp(App):
     # --- actions -----------------------------------------------------------------------
 
     def action_tab(self, tab: str, then=None) -> None:
-        targets = {"graph": (GraphCanvas,), "blocks": (BlockGridWidget,), "fusion": (FusionTable,),
+        targets = {"graph": (GraphCanvas,), "blocks": (EdgeTable,), "fusion": (FusionTable,),
                    "timing": (GroupTable, KernelTable, ResourceTable)}.get(tab, ())  # the first one shown gets focus
         # Drop focus first: else it moves on to a neighbour in the pane being hidden, and
         # TabbedContent shows the pane of a focused widget again (the key would be lost).

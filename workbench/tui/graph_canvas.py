@@ -210,7 +210,8 @@ class GraphCanvas(ScrollView, can_focus=True):
     def _kept_in_place(self) -> tuple[str, int, int] | None:
         """Before a relayout (clusters arrived, zoom, clusters on/off): the node to keep at its
         place on screen, and that place: the selected node when it is in view, else the node
-        nearest the middle of the view; None at the top-left with nothing selected."""
+        nearest the middle of the view (the top-left too: kernels arriving after the first
+        layout must not move what is being read)."""
         if self.scene is None:
             return None
         boxes = self.scene.layout.boxes
@@ -221,7 +222,7 @@ class GraphCanvas(ScrollView, can_focus=True):
             cx, cy = boxes[node].center
             if not (sx <= cx < sx + w and sy <= cy < sy + h):
                 return None  # out of view: the selection is centred instead
-        elif (sx, sy) == (0, 0) or not boxes:
+        elif not boxes:
             return None
         else:
             mx, my = sx + w / 2, sy + h / 2

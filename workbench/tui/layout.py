@@ -181,7 +181,7 @@ def _cluster_tree(clusters: Sequence[ClusterSpec]) -> list[tuple[ClusterSpec, li
 
 def _cluster_lines(spec, children, texts, placed, name, indent, detail) -> list[str]:
     out = [f"{indent}subgraph cluster_{name} {{ margin=22; fontname=Courier; fontsize=14; "
-           f"label={quote(title_text(spec))};"]
+           f"label={quote(title_text(spec, detail))};"]
     for k, (child, grand) in enumerate(children):
         out.extend(_cluster_lines(child, grand, texts, placed, f"{name}_{k}", indent + "  ", detail))
     for m in spec.members:
@@ -192,9 +192,11 @@ def _cluster_lines(spec, children, texts, placed, name, indent, detail) -> list[
     return out
 
 
-def title_text(spec: ClusterSpec) -> str:
-    """A cluster's title as drawn on its top border."""
+def title_text(spec: ClusterSpec, detail: Detail = Detail.FULL) -> str:
+    """A cluster's title as drawn on its top border: its id alone when compact (`k15`)."""
     label = spec.label.replace("\n", " ")
+    if detail is Detail.COMPACT:
+        return label.split()[0] if label.split() else label
     return label if len(label) <= 40 else label[:39] + "…"
 
 
@@ -231,7 +233,7 @@ def parse_json(text: str, texts: dict[str, tuple[str, ...]], detail: Detail,
     layout.clusters.sort(key=lambda cb: -(cb[1].w * cb[1].h))
     right = max([b.x + b.w for b in boxes.values()] + [b.x + b.w for _, b in layout.clusters], default=0)
     bottom = max([b.y + b.h for b in boxes.values()] + [b.y + b.h for _, b in layout.clusters], default=0)
-    routed = route_edges(boxes, [(frozenset(s.members), b, len(title_text(s))) for s, b in layout.clusters],
+    routed = route_edges(boxes, [(frozenset(s.members), b, len(title_text(s, detail))) for s, b in layout.clusters],
                          edges, right, bottom)
     layout.edges = [(a, b, path) for (a, b), path in zip(edges, routed)]
     cells = [c for _, _, path in layout.edges for c in path]

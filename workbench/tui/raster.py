@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from workbench.tui.layout import Box, Detail, Layout
+from workbench.tui.layout import Box, Detail, Layout, title_text
 
 UP, DOWN, LEFT, RIGHT = 1, 2, 4, 8
 _LINE = {UP: "│", DOWN: "│", UP | DOWN: "│", LEFT: "─", RIGHT: "─", LEFT | RIGHT: "─",
@@ -69,7 +69,7 @@ def rasterise(layout: Layout) -> Grid:
         grid.edge_ends.append((src, dst))
         _draw_edge(rows, path, index)
     for index, (spec, box) in enumerate(layout.clusters):
-        _draw_cluster_label(rows, box, spec.label, index)
+        _draw_cluster_label(rows, box, title_text(spec, layout.detail), index)
     for index, node_id in enumerate(grid.node_ids):
         _draw_node(rows, layout.boxes[node_id], layout.texts.get(node_id, ()), index, layout.detail)
     for src, _, path in layout.edges:  # where an edge leaves its producer's box
