@@ -41,11 +41,13 @@ GRU = _Kind("GRU", 3, ("Sigmoid", "Tanh"), 1)  # gates z, r, h
 RNN = _Kind("RNN", 1, ("Tanh",), 1)
 
 _DIRECTIONS = {"forward": (False,), "reverse": (True,), "bidirectional": (False, True)}
-# Activation name -> (alphas, betas) it takes, with ONNX's defaults (those of the same-named ops).
+# Activation name -> the alphas and betas it takes, with the defaults used when
+# activation_alpha/beta run out. onnxruntime's defaults (what compiles are verified
+# against): ThresholdedRelu's is 0 there, not the operator's 1.0; Affine and ScaledTanh 0.
 _ACTIVATION_PARAMS = {
     "Relu": ((), ()), "Tanh": ((), ()), "Sigmoid": ((), ()), "Softsign": ((), ()), "Softplus": ((), ()),
-    "LeakyRelu": ((0.01,), ()), "ThresholdedRelu": ((1.0,), ()), "Elu": ((1.0,), ()),
-    "HardSigmoid": ((0.2,), (0.5,)), "Affine": ((1.0,), (0.0,)), "ScaledTanh": ((1.0,), (1.0,)),
+    "LeakyRelu": ((0.01,), ()), "ThresholdedRelu": ((0.0,), ()), "Elu": ((1.0,), ()),
+    "HardSigmoid": ((0.2,), (0.5,)), "Affine": ((0.0,), (0.0,)), "ScaledTanh": ((0.0,), (0.0,)),
 }
 
 Act = Callable[[relax.Expr], relax.Expr]
@@ -137,7 +139,7 @@ def _activation(em: _Emitter, name: str, alpha: list, beta: list) -> Act:
         "Sigmoid": lambda x: em(R.sigmoid(x)),
         "Tanh": lambda x: em(R.tanh(x)),
         "Relu": lambda x: em(R.nn.relu(x)),
-        "LeakyRelu": lambda x: em(R.nn.leakyrelu(x, alpha[0] if alpha else 0.01)),
+        "LeakyRelu": lambda x: em(R.nn.leakyrelu(x, alpha[0])),
         "ThresholdedRelu": lambda x: em(R.where(R.greater(x, c(alpha[0])), x, c(0))),
         "Elu": lambda x: em(R.where(R.greater(x, c(0)), x, R.multiply(c(alpha[0]), R.subtract(R.exp(x), c(1))))),
         "HardSigmoid": lambda x: em(R.clip(R.add(R.multiply(x, c(alpha[0])), c(beta[0])), 0.0, 1.0)),
