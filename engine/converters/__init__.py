@@ -6,6 +6,7 @@ from engine.converters.constant import CONSTANT
 from engine.converters.cumulative import CUMULATIVE
 from engine.converters.elementwise import ELEMENTWISE
 from engine.converters.expand import EXPAND
+from engine.converters.extrema import EXTREMA
 from engine.converters.losses import LOSSES
 from engine.converters.normalization import NORMALIZATION
 from engine.converters.rnn import RECURRENT
@@ -13,4 +14,4 @@ from engine.converters.sequence_reverse import SEQUENCE_REVERSE
 from engine.converters.variadic import VARIADIC
 
 CONVERTERS = {**VARIADIC, **RECURRENT, **ELEMENTWISE, **CUMULATIVE, **NORMALIZATION, **SEQUENCE_REVERSE,
-              **LOSSES, **CONSTANT, **EXPAND}
+              **LOSSES, **CONSTANT, **EXPAND, **EXTREMA}
