@@ -77,17 +77,19 @@ def test_onnx_node_case(name, tmp_path):
 
 def _model(op: str, layout: int, direction: str = "forward", steps: int = 4, batch: int = 3, size: int = 5,
            hidden: int = 6, states: bool = True, lens=None, lens_input: bool = False, peepholes: bool = False,
-           **attrs) -> tuple[onnx.ModelProto, dict]:
-    """One recurrent node with every output; weights and sequence_lens are initializers (graph
-    inputs with lens_input), X and the initial states graph inputs. Arrays are drawn for
-    layout 0 and transposed for layout 1, so both layouts of one seed compute the same."""
+           weights_input: bool = False, **attrs) -> tuple[onnx.ModelProto, dict]:
+    """One recurrent node named 'cell' with every output; weights and sequence_lens are
+    initializers (graph inputs with weights_input, lens_input), X and the initial states graph
+    inputs. Arrays are drawn for layout 0 and transposed for layout 1, so both layouts of one
+    seed compute the same."""
     rng = np.random.default_rng(0)
     dirs, gates = (2 if direction == "bidirectional" else 1), GATES[op]
     x = rng.standard_normal((steps, batch, size)).astype(np.float32)
     h0, c0 = (rng.standard_normal((dirs, batch, hidden)).astype(np.float32) for _ in range(2))
     weights = [("W", (dirs, gates * hidden, size)), ("R", (dirs, gates * hidden, hidden)), ("B", (dirs, 2 * gates * hidden))]
-    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.5).astype(np.float32), n) for n, s in weights]
-    feeds = {"X": x.transpose(1, 0, 2) if layout else x}
+    drawn = {n: (rng.standard_normal(s) * 0.5).astype(np.float32) for n, s in weights}
+    inits = [] if weights_input else [numpy_helper.from_array(a, n) for n, a in drawn.items()]
+    feeds = {"X": x.transpose(1, 0, 2) if layout else x, **(drawn if weights_input else {})}
     names = ["X", "W", "R", "B", ""]
     if lens is not None:
         names[4] = "sequence_lens"
@@ -173,6 +175,22 @@ def test_an_unsupported_activation_is_one_clear_line(cli, tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     errors = [line for line in r.stderr.splitlines() if line.startswith("workbench: error:")]
     assert errors == ["workbench: error: GRU node 'cell': activation Gelu is not supported"]
+
+
+@pytest.mark.parametrize("op, kw", [
+    ("LSTM", dict(weights_input=True, input_forget=1, peepholes=True, lens=[2, 4, 3], lens_input=True)),
+    ("GRU", dict(weights_input=True, layout=1, direction="bidirectional", lens=[4, 1, 3])),
+    ("RNN", dict(weights_input=True, states=False, clip=0.5)),
+], ids=["lstm", "gru", "rnn"])
+def test_every_binding_belongs_to_the_node_even_with_weights_as_inputs(op, kw, tmp_path):
+    """No dead binding reads a graph input (it would belong to no operator), such as the
+    forget gate's weights and peephole under input_forget."""
+    model, _ = _model(op, **{"layout": 0, **kw})
+    onnx.save(model, tmp_path / "m.onnx")
+    session = Session(str(tmp_path / "m.onnx"))
+    imported = import_relax(session.model, session.graph)
+    bindings = [b.var for blk in imported.mod["main"].body.blocks for b in blk.bindings]
+    assert {imported.owner.get(v) for v in bindings} == {session.graph.nodes[0].id}
 
 
 def test_every_binding_of_the_cell_belongs_to_the_cell():

@@ -122,9 +122,11 @@ def _activations(kind: _Kind, attrs: dict, directions: int, node: str) -> list[l
             f"{node}: {len(names)} activations given, {kind.op} takes {len(kind.activations)} per direction")
     alphas, betas = list(attrs.get("activation_alpha", ())), list(attrs.get("activation_beta", ()))
     acts = []
-    for name in names:
-        if name not in _ACTIVATION_PARAMS:
-            raise tvm.error.OpNotImplemented(f"{node}: activation {name} is not supported")
+    canonical = {n.lower(): n for n in _ACTIVATION_PARAMS}  # onnxruntime ignores case too
+    for given in names:
+        name = canonical.get(given.lower())
+        if name is None:
+            raise tvm.error.OpNotImplemented(f"{node}: activation {given} is not supported")
         need_a, need_b = _ACTIVATION_PARAMS[name]
         a = [alphas.pop(0) if alphas else default for default in need_a]
         b = [betas.pop(0) if betas else default for default in need_b]
@@ -155,13 +157,13 @@ def _activation(em: _Emitter, name: str, alpha: list, beta: list) -> Act:
 class _Direction:
     """One direction's weights, ready for the unrolled loop (None: absent or zero)."""
 
-    w_t: list  # per gate, W_g^T [I, H]
-    x_bias: list  # per gate, the biases added to the hoisted projection
+    w_t: dict  # per gate read, W_g^T [I, H]
+    x_bias: dict  # per gate read, the biases added to the hoisted projection
     r_t: relax.Expr  # R^T [H, rec_gates * H]: the gates whose recurrent term is h R_g^T
     rec_gates: int  # all gates but GRU's h gate when linear_before_reset=0
     rh_t: relax.Expr | None  # GRU, linear_before_reset=0: Rh^T, applied to r * h
     rh_bias: relax.Expr | None  # GRU, linear_before_reset=1: Rbh, added inside r * (h Rh^T + Rbh)
-    peep: list  # LSTM: P_i, P_o, P_f
+    peep: list  # LSTM: P_i, P_o, P_f (P_f None with input_forget)
     h0: relax.Expr | None
     c0: relax.Expr | None
     acts: list[Act]
@@ -205,14 +207,14 @@ def _convert(kind: _Kind, inputs, attrs: dict) -> relax.Expr:
         t_index = relax.const(np.arange(steps).reshape(steps, 1), "int64")
         lens64 = em(R.reshape(R.astype(lens, "int64"), (1, batch)))
         valid = em(R.less(t_index, lens64))  # [T, B]
-        # each sequence reversed within its length, steps past it left in place: an involution
-        order = em(R.where(valid, R.subtract(R.subtract(lens64, relax.const(1, "int64")), t_index), t_index))
-        order = em(R.expand_dims(order, 2))
+        if any(reverse_of):  # each sequence reversed within its length, the steps past it in place: an involution
+            order = em(R.where(valid, R.subtract(R.subtract(lens64, relax.const(1, "int64")), t_index), t_index))
+            order = em(R.expand_dims(order, 2))
         valid = em(R.expand_dims(valid, 2))  # [T, B, 1]
 
     ys, hs, cs = [], [], []
     for d, rev in enumerate(reverse_of):
-        dw = _weights(em, kind, w, r, bias, h0, c0, peep, d, hidden, batch, opts.linear_before_reset,
+        dw = _weights(em, kind, w, r, bias, h0, c0, peep, d, hidden, batch, opts,
                       [_activation(em, *a) for a in acts[d]])
         xs = em(R.gather_elements(x, em(R.broadcast_to(order, xshape)), 0)) if masked and rev else x
         y, h, c = _unroll(em, kind, xs, dw, steps, hidden, opts, rev and not masked, valid)
@@ -230,16 +232,20 @@ def _convert(kind: _Kind, inputs, attrs: dict) -> relax.Expr:
 
 
 def _weights(em: _Emitter, kind: _Kind, w, r, bias, h0, c0, peep, d: int, hidden: int, batch: int,
-             lbr: bool, acts: list[Act]) -> _Direction:
-    H, G = hidden, kind.gates
+             opts: _Options, acts: list[Act]) -> _Direction:
+    """Direction d's weights; nothing for a gate no step reads (a dead binding reading W
+    would have no operator)."""
+    H, G, lbr = hidden, kind.gates, opts.linear_before_reset
     gru_h = 2 if kind is GRU else -1  # GRU's h gate: its recurrent bias and term are special
-    w_t = [_transposed(em, _rows(em, w, d, g * H, (g + 1) * H)) for g in range(G)]
-    wb = [_optional_rows(em, bias, d, g * H, (g + 1) * H) for g in range(G)]
-    rb = [_optional_rows(em, bias, d, (G + g) * H, (G + g + 1) * H) for g in range(G)]
-    x_bias = [wb[g] if lbr and g == gru_h else _sum(em, wb[g], rb[g]) for g in range(G)]
+    read = [g for g in range(G) if not (opts.input_forget and g == 2)]  # LSTM's f gate: 1 - i
+    w_t = {g: _transposed(em, _rows(em, w, d, g * H, (g + 1) * H)) for g in read}
+    wb = {g: _optional_rows(em, bias, d, g * H, (g + 1) * H) for g in read}
+    rb = {g: _optional_rows(em, bias, d, (G + g) * H, (G + g + 1) * H) for g in read}
+    x_bias = {g: wb[g] if lbr and g == gru_h else _sum(em, wb[g], rb[g]) for g in read}
     rec_gates = 2 if kind is GRU and not lbr else G
     rh_t = _transposed(em, _rows(em, r, d, 2 * H, 3 * H)) if rec_gates < G else None
-    peeps = [_optional_rows(em, peep, d, k * H, (k + 1) * H) for k in range(3)] if kind is LSTM else []
+    peeps = [_optional_rows(em, peep, d, k * H, (k + 1) * H) if k in (0, 1) or 2 in read else None
+             for k in range(3)] if kind is LSTM else []
     return _Direction(w_t, x_bias, _transposed(em, _rows(em, r, d, 0, rec_gates * H)), rec_gates, rh_t,
                       rb[gru_h] if kind is GRU and lbr else None, peeps,
                       _optional_rows(em, h0, d, 0, batch), _optional_rows(em, c0, d, 0, batch), acts)
@@ -256,9 +262,8 @@ def _unroll(em: _Emitter, kind: _Kind, x, dw: _Direction, steps: int, hidden: in
     """(Y [T, B, H], last h, last c) of one direction; `valid` [T, B, 1]: the step is within
     the sequence (None: every step is)."""
     H = hidden
-    unread = {2} if opts.input_forget else set()  # LSTM's forget gate, replaced by 1 - i
     # hoisted out of the recurrence: X W_g^T + biases for all steps, [T, B, H] per gate
-    proj = {g: em.add(em(R.matmul(x, dw.w_t[g])), dw.x_bias[g]) for g in range(kind.gates) if g not in unread}
+    proj = {g: em.add(em(R.matmul(x, w_t)), dw.x_bias[g]) for g, w_t in dw.w_t.items()}
     h, c = dw.h0, dw.c0
     zero = em.const(0)
     ys: dict[int, relax.Expr] = {}
