@@ -354,7 +354,8 @@ def _rnn_weights(g: GraphBuilder, prefix: str, gates: int, dirs: int, d_in: int,
     def uniform(name: str, shape) -> str:
         return g.const(name, g.rng.uniform(-bound, bound, shape).astype(np.float32))
 
-    return [uniform(f"{prefix}.W", (dirs, gates * hidden, d_in)), uniform(f"{prefix}.R", (dirs, gates * hidden, hidden)),
+    return [uniform(f"{prefix}.W", (dirs, gates * hidden, d_in)),
+            uniform(f"{prefix}.R", (dirs, gates * hidden, hidden)),
             uniform(f"{prefix}.B", (dirs, 2 * gates * hidden))]
 
 

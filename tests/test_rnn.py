@@ -86,7 +86,8 @@ def _model(op: str, layout: int, direction: str = "forward", steps: int = 4, bat
     dirs, gates = (2 if direction == "bidirectional" else 1), GATES[op]
     x = rng.standard_normal((steps, batch, size)).astype(np.float32)
     h0, c0 = (rng.standard_normal((dirs, batch, hidden)).astype(np.float32) for _ in range(2))
-    weights = [("W", (dirs, gates * hidden, size)), ("R", (dirs, gates * hidden, hidden)), ("B", (dirs, 2 * gates * hidden))]
+    weights = [("W", (dirs, gates * hidden, size)), ("R", (dirs, gates * hidden, hidden)),
+               ("B", (dirs, 2 * gates * hidden))]
     drawn = {n: (rng.standard_normal(s) * 0.5).astype(np.float32) for n, s in weights}
     inits = [] if weights_input else [numpy_helper.from_array(a, n) for n, a in drawn.items()]
     feeds = {"X": x.transpose(1, 0, 2) if layout else x, **(drawn if weights_input else {})}

@@ -110,7 +110,9 @@ def _direction_major(em: _Emitter, s):
     if s is None:
         return None
     a = _numpy(s)
-    return relax.const(np.ascontiguousarray(a.transpose(1, 0, 2))) if a is not None else em(R.permute_dims(s, [1, 0, 2]))
+    if a is not None:
+        return relax.const(np.ascontiguousarray(a.transpose(1, 0, 2)))
+    return em(R.permute_dims(s, [1, 0, 2]))
 
 
 def _activations(kind: _Kind, attrs: dict, directions: int, node: str) -> list[list[Act]]:
