@@ -187,11 +187,14 @@ _PRE_FUSION = [relax.transform.DecomposeOpsForInference(), relax.transform.Legal
                relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant()]
 
 
-def _pre_fusion(spec) -> list:
-    """_PRE_FUSION with the target's own legalizations (TargetSpec.legalize)."""
+def _pre_fusion(spec, target) -> list:
+    """_PRE_FUSION with the target's own passes and legalizations (TargetSpec.relax_passes,
+    TargetSpec.legalize)."""
+    extra = spec.relax_passes(target) if spec.relax_passes is not None else []
     if spec.legalize is None:
-        return _PRE_FUSION
-    return [_PRE_FUSION[0], relax.transform.LegalizeOps(customize_legalize_map=spec.legalize()), *_PRE_FUSION[2:]]
+        return [*extra, *_PRE_FUSION]
+    legalize = relax.transform.LegalizeOps(customize_legalize_map=spec.legalize())
+    return [*extra, _PRE_FUSION[0], legalize, *_PRE_FUSION[2:]]
 
 
 def fuse_module(mod: tvm.IRModule) -> tvm.IRModule:
@@ -212,7 +215,7 @@ def _import(ctx: CompileContext) -> str:
 def _fuse(ctx: CompileContext) -> str:
     """Fills mod (fused kernels), unscheduled, kernels."""
     with ctx.target:
-        unfused = tvm.transform.Sequential(_pre_fusion(ctx.spec))(ctx.mod)
+        unfused = tvm.transform.Sequential(_pre_fusion(ctx.spec, ctx.target))(ctx.mod)
         known = {b.var: ctx.owner[b.var] for blk in unfused["main"].body.blocks
                  for b in blk.bindings if b.var in ctx.owner}
         fused = relax.transform.FuseOps()(unfused)

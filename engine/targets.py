@@ -48,6 +48,8 @@ class TargetSpec:
     arch_help: str = ""
     # Relax op name -> legalization replacing TVM's for this target (LegalizeOps' customize map)
     legalize: Callable[[], dict] | None = None
+    # Relax passes run before legalization, for this target's schedules: target -> passes
+    relax_passes: Callable[[tvm.target.Target], list] | None = None
 
     @property
     def fuses_vertically(self) -> bool:
@@ -122,6 +124,13 @@ def _cpu_legalize() -> dict:
     return {"relax.erf": lambda bb, call: bb.call_te(topi.fast_erf, call.args[0])}
 
 
+def _cpu_relax_passes(target: tvm.target.Target) -> list:
+    from engine.schedule.cpu.common import vector_lanes
+    from engine.schedule.cpu.pad_channels import pad_conv_channels
+
+    return [pad_conv_channels(vector_lanes(target))]
+
+
 def _cotune_cpu(*args):
     from engine.tuning.cotune_plan import cotune_plan  # MetaSchedule: loaded only when co-tuning
 
@@ -138,7 +147,7 @@ TARGETS: dict[str, TargetSpec] = {
     "llvm": TargetSpec("llvm", "cpu", "chunk of the outer parallel loop", _llvm, cpu_rules.schedule_module,
                        cpu_rules.schedule_func, CPU_CODEGEN, cpu_cost_model, _native_build, host_emulation=False,
                        times_fusion=True, cotuner=_cotune_cpu, arch_help="llvm -mcpu name (default: this CPU)",
-                       legalize=_cpu_legalize),
+                       legalize=_cpu_legalize, relax_passes=_cpu_relax_passes),
     "cuda": TargetSpec("cuda", "cuda", "blockIdx", _cuda, gpu_schedule.schedule_module, None, GPU_CODEGEN,
                        gpu_cost_model, _emulated_build, host_emulation=True,
                        codegen_check=gpu_schedule.check_with_nvcc, cotuner=_cotune_gpu,
