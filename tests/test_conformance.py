@@ -26,7 +26,6 @@ def _cases() -> dict[str, Case]:
 # Cases blockwise must pass. Comments: why each is here.
 _PASSING = [
     "test_slice",  # starts/ends are inputs: symbolic output shape (kernel listing failed on it)
-    "test_expand_dim_changed",  # the target shape is an input
     "test_range_float_type_positive_delta",  # output length known at run time only
     "test_cosh", "test_sinh",  # no vector lowering for cosh/sinh in llvm: kept scalar
     "test_castlike_FLOAT_to_DOUBLE",  # `like` has a static empty dimension
@@ -39,6 +38,10 @@ _PASSING = [
     "test_reversesequence_batch",
     "test_sce_mean_weight_ii_log_prob",  # two outputs, weights, ignore_index
     "test_nllloss_NCd1d2_with_weight_reduction_sum_ii",
+    "test_expand_dim_changed",  # a runtime target dimension 1 keeps the input's 3 (TVM's gave 1)
+    "test_reshape_negative_dim",  # the shape is a runtime tensor with -1
+    "test_pow_types_int32_float32",  # mixed and integer types
+    "test_attention_causal_boolmask_nan_robustness_expanded",  # ReduceMax of a row of -inf is -inf
 ]
 
 

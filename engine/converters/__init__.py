@@ -9,9 +9,11 @@ from engine.converters.expand import EXPAND
 from engine.converters.extrema import EXTREMA
 from engine.converters.losses import LOSSES
 from engine.converters.normalization import NORMALIZATION
+from engine.converters.power import POWER
+from engine.converters.reshape import RESHAPE
 from engine.converters.rnn import RECURRENT
 from engine.converters.sequence_reverse import SEQUENCE_REVERSE
 from engine.converters.variadic import VARIADIC
 
 CONVERTERS = {**VARIADIC, **RECURRENT, **ELEMENTWISE, **CUMULATIVE, **NORMALIZATION, **SEQUENCE_REVERSE,
-              **LOSSES, **CONSTANT, **EXPAND, **EXTREMA}
+              **LOSSES, **CONSTANT, **EXPAND, **EXTREMA, **RESHAPE, **POWER}
