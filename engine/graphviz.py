@@ -60,8 +60,10 @@ def operator_graph_dot(graph, clusters: Mapping[str, Iterable[str]] | Sequence[B
     lines = ["digraph G {", "  rankdir=TB; graph [fontname=\"Helvetica\", fontsize=11]; node [shape=box, "
              "style=\"rounded,filled\", fillcolor=\"#f4f4f4\", fontname=\"Helvetica\", fontsize=10];"]
     if title or crossing:
-        text = title + (f"\n{', '.join(crossing)}: crossing another box, drawn as outlined ops "
-                        f"named [{', '.join(c.split()[0] for c in crossing)}]" if crossing else "")
+        ids = [c.split()[0] for c in crossing]
+        rows = [", ".join(ids[k:k + 12]) for k in range(0, len(ids), 12)]
+        text = title + (f"\nboxes crossing another box, drawn as outlined ops named [id]: " + ",\n".join(rows)
+                        if crossing else "")
         lines.append(f"  labelloc=t; fontsize=14; label={quote(text)};")
     if legend:
         lines.append(f"  legend [shape=plaintext, style=\"\", label=<{_legend_table(legend)}>];")

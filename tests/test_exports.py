@@ -70,7 +70,7 @@ def test_a_decision_crossing_a_kernel_outlines_its_ops_and_ports_are_drawn():
     port = SimpleNamespace(id="in:x", tensor="x", shape=(1, 3, 8, 8), ops=("conv",), is_input=True)
     dot = operator_graph_dot(g, [Box("k0 fused", ("conv", "relu")), Box("d1 vertical", ("relu", "add"), "#ef6c00")],
                              ports=[port])
-    assert "d1 vertical: crossing another box" in dot and 'subgraph cluster_1' not in dot
+    assert "crossing another box, drawn as outlined ops named [id]: d1" in dot and 'subgraph cluster_1' not in dot
     relu = next(line for line in dot.splitlines() if line.strip().startswith('"relu" ['))
     assert "[d1]" in relu and 'color="#ef6c00"' in relu
     assert '"in:x" -> "conv";' in dot and "input x" in dot

@@ -113,9 +113,10 @@ def test_kernel_work_counts_what_a_fused_kernel_reads_and_writes_outside_itself(
 def test_kernel_rows_and_cli_lines_show_medians_spread_share_and_throughput():
     g = _graph()
     times = [_kt("fused_conv_relu", 0.01, 0.009, 0.012)]
-    kernels = [SimpleNamespace(func="fused_conv_relu", ops=("conv", "relu"))]
+    kernels = [SimpleNamespace(index=3, func="fused_conv_relu", ops=("conv", "relu"))]
     rows = kernel_rows([KernelTime(**{**vars(times[0]), "share": 1.0})], kernels, g)
     assert rows[0].median_ms == 0.01 and rows[0].ops == ("conv", "relu")
+    assert rows[0].ids == "k3"  # the graph's and the Fusion tab's name for it
     assert rows[0].gflops == pytest.approx((2 * 256 * 27 + 512) / 1e4)
     lines = kernel_table_lines(rows)
     assert "share = a kernel's median over the sum of the kernel medians" in lines[0]

@@ -111,8 +111,13 @@ def test_sorting_belongs_to_the_view_and_shows_its_direction(tmp_path):
             await compile_then_plan_compile(pilot, app)
             await pilot.pause()
             groups = app.query_one(GroupTable)
-            assert groups.has_focus and "# ▲" in screen(app)  # execution order first
-            await pilot.press("o", "o")  # # -> Group -> Before ms, largest first
+            assert groups.has_focus and "Kernel ▲" in screen(app)  # execution order first
+            # each group named by the kernel id the graph and the Fusion tab use for it
+            kernel_of = {op: f"k{k.index}" for k in app.results["after"].kernels for op in k.ops}
+            for i in range(groups.row_count):
+                row = groups.sorted_rows()[i]
+                assert str(groups.get_row_at(i)[0]) == kernel_of[row.ops[0]]
+            await pilot.press("o", "o")  # Kernel -> Group -> Before ms, largest first
             assert "Before ms ▼" in screen(app)
             before = [r.row.before_ms for r in groups.sorted_rows()]
             assert before == sorted(before, reverse=True)
@@ -124,9 +129,9 @@ def test_sorting_belongs_to_the_view_and_shows_its_direction(tmp_path):
             await pilot.press("tab")
             before_table, after_table = app.query(KernelTable)
             assert before_table.has_focus
-            await pilot.press(*"o" * 6)  # Med ms -> Q1, Q3, Calls, GFLOP/s, GB/s, Name
-            assert (before_table.sort_index, before_table.descending) == (7, False)
-            assert (after_table.sort_index, after_table.descending) == (7, False)
+            await pilot.press(*"o" * 7)  # Med ms -> Q1, Q3, Calls, GFLOP/s, GB/s, Kernel, Name
+            assert (before_table.sort_index, before_table.descending) == (8, False)
+            assert (after_table.sort_index, after_table.descending) == (8, False)
             assert screen(app).count("Name ▲") == 2
             for table in (before_table, after_table):
                 names = [table.get_row_at(i)[-1] for i in range(table.row_count)]

@@ -80,12 +80,14 @@ class KernelRow:
     gflops: float | None  # from the operator graph's FLOPs over the median
     gbs: float | None  # bytes read and written (engine.timing.kernel_work) over the median
     ops: tuple[str, ...] = ()
+    ids: str = ""  # its calls as the graph and the Fusion tab name kernels: "k72" ("k72 k80": two calls)
 
 
 # (header, KernelRow attribute, format): the CLI table and the TUI's KernelTable.
 KERNEL_COLUMNS = (("Time %", "share", "{:.1%}"), ("Med ms", "median_ms", "{:.3f}"),
                   ("Q1 ms", "q1_ms", "{:.3f}"), ("Q3 ms", "q3_ms", "{:.3f}"), ("Calls", "calls", "{}"),
-                  ("GFLOP/s", "gflops", "{:.1f}"), ("GB/s", "gbs", "{:.1f}"), ("Name", "name", "{}"))
+                  ("GFLOP/s", "gflops", "{:.1f}"), ("GB/s", "gbs", "{:.1f}"), ("Kernel", "ids", "{}"),
+                  ("Name", "name", "{}"))
 
 
 def cell(row, attr: str, fmt: str) -> str:
@@ -98,8 +100,10 @@ def kernel_rows(times: Sequence[KernelTime], kernels: Sequence = (), graph: Oper
     """Rows in the engine's order (largest median first). `kernels`: the compile's KernelCalls
     (their operators: FLOPs, bytes and the graph jump); `graph` for the FLOP/byte estimates."""
     ops_of: dict[str, tuple[str, ...]] = {}
+    ids_of: dict[str, str] = {}
     for k in kernels:
         ops_of[k.func] = ops_of.get(k.func, ()) + tuple(k.ops)
+        ids_of[k.func] = (ids_of.get(k.func, "") + f" k{k.index}").strip()
     rows = []
     for t in times:
         per = t.per_inference
@@ -107,7 +111,7 @@ def kernel_rows(times: Sequence[KernelTime], kernels: Sequence = (), graph: Oper
         work = kernel_work(graph, ops) if graph is not None and ops else None
         rows.append(KernelRow(t.name, t.calls, per.median_ms, per.q1_ms, per.q3_ms, t.share,
                               work.gflops(per.median_ms) if work else None,
-                              work.gbytes(per.median_ms) if work else None, ops))
+                              work.gbytes(per.median_ms) if work else None, ops, ids_of.get(t.name, "")))
     return rows
 
 

@@ -8,7 +8,7 @@ operators in the graph (TimingTable.OpsChosen)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from rich.text import Text
@@ -92,6 +92,7 @@ class TimingRun:
     resources: tuple = ()  # engine KernelResources per kernel (ptxas figures), when the target reports them
     rows: tuple[KernelRow, ...] = ()  # the presenter's kernel rows (median, IQR, share, GFLOP/s, GB/s)
     outcome: PlanOutcome | None = None  # the plan compile's apply step (its before/after)
+    kernel_ids: dict = field(default_factory=dict)  # op -> "k72": the kernel computing it, as the graph says
 
     @property
     def latency_ms(self) -> float | None:
@@ -114,7 +115,8 @@ def run_of(result, title: str, on_device: bool, graph=None) -> TimingRun:
                      tuple(result.notes), measured_on=result.ran_on if timed else None,
                      emulated=not on_device, resources=tuple(result.kernel_resources),
                      rows=tuple(kernel_rows(times, result.kernels, graph)),
-                     outcome=getattr(result, "fusion", None))
+                     outcome=getattr(result, "fusion", None),
+                     kernel_ids={op: f"k{k.index}" for k in result.kernels for op in k.ops})
 
 
 def outcome_text(run: TimingRun) -> str:
@@ -263,8 +265,15 @@ class TimingTable(DataTable):
 
 
 def _kernel_column(header: str, attr: str, fmt: str) -> Column:
+    if attr == "ids":  # sorted by the first call's index: k9 before k10
+        return Column(header, lambda r: kernel_number(r.ids), lambda r: r.ids or "—", numeric=False)
     return Column(header, (lambda r: getattr(r, attr)) if attr != "name" else (lambda r: r.name),
                   lambda r: cell(r, attr, fmt), numeric=attr != "name")
+
+
+def kernel_number(ids: str) -> int | None:
+    """`k72 k80` -> 72: the order of kernel ids."""
+    return int(ids.split()[0][1:]) if ids else None
 
 
 class KernelTable(TimingTable):
@@ -291,7 +300,8 @@ class GroupTable(TimingTable):
     kernels it replaced ("hfused_d3 ← expand1x1/conv, expand3x3/conv"), or a kernel left alone."""
 
     COLUMNS = (
-        Column("#", lambda r: r.order, lambda r: str(r.order)),
+        Column("Kernel", lambda r: (kernel_number(r.kernel) if r.kernel else 1 << 30, r.order),
+               lambda r: r.kernel or "—", numeric=False),
         Column("Group (after ← before)", lambda r: r.row.label, lambda r: r.row.label, numeric=False),
         Column("Before ms", lambda r: r.row.before_ms, lambda r: cell(r.row, "before_ms", "{:.3f}")),
         Column("After ms", lambda r: r.row.after_ms, lambda r: cell(r.row, "after_ms", "{:.3f}")),
@@ -309,9 +319,11 @@ class GroupTable(TimingTable):
         super().__init__(**kwargs)
         self.descending = False  # execution order
 
-    def show_groups(self, rows: list[GroupRow]) -> None:
+    def show_groups(self, rows: list[GroupRow], kernel_ids: dict[str, str]) -> None:
+        """`kernel_ids`: op -> "k72", the fused build's kernel computing it (the graph's name)."""
         scale = max([x for r in rows for x in (r.before_ms, r.after_ms) if x is not None], default=0.0)
-        self.show(_Ordered(i + 1, r, diff_bar(r.before_ms, r.after_ms, scale)) for i, r in enumerate(rows))
+        self.show(_Ordered(i + 1, r, diff_bar(r.before_ms, r.after_ms, scale),
+                           kernel_ids.get(r.ops[0], "") if r.ops else "") for i, r in enumerate(rows))
 
     def row_label(self, row) -> str:
         return row.row.label
@@ -322,6 +334,7 @@ class _Ordered:
     order: int
     row: GroupRow
     bars: Text
+    kernel: str = ""  # "k72"
 
     @property
     def ops(self) -> tuple[str, ...]:
@@ -347,12 +360,12 @@ class BeforeAfterPanel(Vertical):
         self.border_title = "before/after the plan: one compile"
         self.show(None)
 
-    def show(self, outcome: PlanOutcome | None) -> None:
+    def show(self, outcome: PlanOutcome | None, kernel_ids: dict[str, str] | None = None) -> None:
         summary = self.query_one(".ba-summary", Static)
         table = self.query_one(GroupTable)
         rows = group_rows(outcome) if outcome is not None else []
         table.display = bool(rows)
-        table.show_groups(rows)
+        table.show_groups(rows, kernel_ids or {})
         if outcome is None:
             summary.update(Text(self.HINT, style="dim"))
             return
@@ -496,7 +509,7 @@ class TimingView(Vertical):
         self.query_one("#before", TimingPanel).show(self.before, scale)
         self.query_one("#after", TimingPanel).show(self.after, scale, self.before)
         if which == "after":
-            self.query_one(BeforeAfterPanel).show(run.outcome)
+            self.query_one(BeforeAfterPanel).show(run.outcome, run.kernel_ids)
         self.query_one(ResourcesPanel).show(run)
         self._notes()
 
