@@ -36,15 +36,22 @@ def import_relax(model: Model, graph: OperatorGraph) -> RelaxModule:
     importer = _recording_importer()
     opset = next((o.version for o in model.proto.opset_import if o.domain in ("", "ai.onnx")), 1)
     proto, origin = _fold_batchnorm(model.proto)
+    failure = ""
     try:
         # the frontend print()s "Error converting operator ..." before raising: the error says it
         with contextlib.redirect_stdout(io.StringIO()):
             mod = importer.from_onnx(proto.graph, opset)
     except tvm.error.OpNotImplemented as err:
-        raise UnsupportedOpError(str(err).strip().splitlines()[-1]) from None
+        failure = str(err).strip().splitlines()[-1]
     except Exception as err:
         where = _node_at(proto, len(importer.converted))
-        raise UnsupportedOpError(f"TVM's ONNX frontend failed on {model.name}{where}: {one_line(err, 300)}") from None
+        failure = f"TVM's ONNX frontend failed on {model.name}{where}: {one_line(err, 300)}"
+    if failure:
+        # raised outside the handler, the importer gone: its BlockBuilder, still inside the
+        # function it was building, is destroyed now and not at exit, where TVM's warning about
+        # it ("destroyed with remaining blocks") would reach the terminal after the error line
+        del importer
+        raise UnsupportedOpError(failure)
     by_index = {n.index: n.id for n in graph.nodes}
     ids = {k: by_index[origin[k]] for k in range(len(origin)) if origin[k] in by_index}
     made_by: dict[relax.Expr, OpId] = {}
