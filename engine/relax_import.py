@@ -36,7 +36,7 @@ def import_relax(model: Model, graph: OperatorGraph) -> RelaxModule:
     importer = _recording_importer()
     opset = next((o.version for o in model.proto.opset_import if o.domain in ("", "ai.onnx")), 1)
     proto, origin = _fold_batchnorm(model.proto)
-    failure = ""
+    failure = None
     try:
         # the frontend print()s "Error converting operator ..." before raising: the error says it
         with contextlib.redirect_stdout(io.StringIO()):
@@ -46,7 +46,7 @@ def import_relax(model: Model, graph: OperatorGraph) -> RelaxModule:
     except Exception as err:
         where = _node_at(proto, len(importer.converted))
         failure = f"TVM's ONNX frontend failed on {model.name}{where}: {one_line(err, 300)}"
-    if failure:
+    if failure is not None:
         # raised outside the handler, the importer gone: its BlockBuilder, still inside the
         # function it was building, is destroyed now and not at exit, where TVM's warning about
         # it ("destroyed with remaining blocks") would reach the terminal after the error line
