@@ -78,7 +78,7 @@ class Row:
 
 # --- measuring ------------------------------------------------------------------------------
 
-def _variants(session, cotune_trials: int):
+def _variants(session, cotune_trials: int, arch: str | None = None):
     """This project's untuned configurations: name -> CompileOptions factory, or the reason
     it is absent.
 
@@ -91,7 +91,7 @@ def _variants(session, cotune_trials: int):
     from engine.parallel.plan import DecisionKind
     from engine.tuning import TuneOptions
 
-    variants: dict[str, object] = {BASE: lambda: CompileOptions(timing=False)}
+    variants: dict[str, object] = {BASE: lambda: CompileOptions(timing=False, arch=arch)}
     plan = session.propose("llvm").plan
     vertical = [d.id for d in plan.decisions if d.kind is DecisionKind.VERTICAL_BLOCK]
     horizontal = [d.id for d in plan.decisions if d.kind is not DecisionKind.VERTICAL_BLOCK]
@@ -99,7 +99,7 @@ def _variants(session, cotune_trials: int):
     def with_plan(ids, cotune=0):
         approved = plan.with_approval(",".join(ids))
         tuning = TuneOptions(trials=0, cotune_trials=cotune) if cotune else None
-        return lambda: CompileOptions(timing=False, plan=approved, tuning=tuning)
+        return lambda: CompileOptions(timing=False, arch=arch, plan=approved, tuning=tuning)
 
     variants["+parallel-fusion"] = with_plan(horizontal) if horizontal else "no parallel group proposed"
     variants["+block-fusion"] = with_plan(vertical) if vertical else "no one-to-one block map proposed"
@@ -107,7 +107,8 @@ def _variants(session, cotune_trials: int):
         "needs both kinds of decision"
     if cotune_trials:
         variants["+cotuned"] = with_plan(horizontal, cotune_trials) if horizontal else "no parallel group proposed"
-    variants[AUTO] = lambda: CompileOptions(timing=False, plan=plan, fusion_policy=FusionPolicy.MEASURED_WINNERS)
+    variants[AUTO] = lambda: CompileOptions(timing=False, arch=arch, plan=plan,
+                                            fusion_policy=FusionPolicy.MEASURED_WINNERS)
     return variants
 
 
@@ -146,7 +147,7 @@ def _output_error(ret, reference: list, rtol: float = 1e-3, atol: float = 1e-4) 
 
 
 def bench_model(spec: str, runs: int, unscheduled_runs: int, cotune_trials: int = 0,
-                tune_trials: int = 0) -> Row:
+                tune_trials: int = 0, arch: str | None = None) -> Row:
     import tvm
     from tvm import relax
 
@@ -181,7 +182,7 @@ def bench_model(spec: str, runs: int, unscheduled_runs: int, cotune_trials: int 
     reference = sess.run(None, inputs)  # TVM's builds are checked against it (ours verify themselves)
     del sess
 
-    for name, factory in _variants(session, cotune_trials).items():
+    for name, factory in _variants(session, cotune_trials, arch).items():
         if isinstance(factory, str):
             row.notes.append(f"{name}: not measured ({factory})")
             row.latency_ms[name] = None
@@ -205,8 +206,8 @@ def bench_model(spec: str, runs: int, unscheduled_runs: int, cotune_trials: int 
         with tempfile.TemporaryDirectory(prefix="bw-tune-") as store:
             t0 = time.perf_counter()
             try:
-                result = session.compile(CompileOptions(timing=False, tuning=TuneOptions(trials=tune_trials,
-                                                                                         db_root=store)))
+                tuning = TuneOptions(trials=tune_trials, db_root=store)
+                result = session.compile(CompileOptions(timing=False, arch=arch, tuning=tuning))
             except Exception as err:
                 row.notes.append(f"{TUNED}: failed: {_one_line(err)}")
                 row.latency_ms[TUNED] = None
@@ -413,6 +414,9 @@ def main(argv=None) -> int:
                          "no tuned pair)")
     ap.add_argument("--tune-models", nargs="*", default=TUNE_MODELS,
                     help=f"the models that get the tuned pair (default: {' '.join(TUNE_MODELS)})")
+    ap.add_argument("--arch", default=None,
+                    help="build our variants for this llvm -mcpu (e.g. haswell: AVX2 code on an AVX-512 "
+                         "machine); the peers stay native, so only our side's ratios change")
     ap.add_argument("--unscheduled-runs", type=int, default=None,
                     help="runs of the unscheduled TVM build (default 3 in --quick, else 10; 0: skip it)")
     args = ap.parse_args(argv)
@@ -429,12 +433,12 @@ def main(argv=None) -> int:
         cotune = args.cotune_trials if args.cotune_trials is not None else (
             0 if args.quick and spec.startswith("zoo:") else 8)
         trials = args.tune_trials if spec in args.tune_models else 0
-        rows.append(bench_model(spec, runs, unscheduled_runs, cotune, trials))
+        rows.append(bench_model(spec, runs, unscheduled_runs, cotune, trials, args.arch))
         print(f"[{spec}] measured in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     summary = summarise(rows)
     print_table(rows, summary)
     command = " ".join(["bench/compare.py", *(sys.argv[1:] if argv is None else argv)])
-    settings = {"command": command, "runs": runs, "unscheduled_runs": unscheduled_runs,
+    settings = {"command": command, "runs": runs, "unscheduled_runs": unscheduled_runs, "arch": args.arch,
                 "tune_trials": args.tune_trials, "tune_models": args.tune_models,
                 "wall_s": round(time.time() - started, 1)}
     for path in write_results(rows, summary, settings, also=args.json):
