@@ -12,10 +12,10 @@ Each figure comes from the same code a user runs:
 - opgraph-inception_block.svg: `workbench inspect inception_block --svg`;
 - blockmap-*.svg: `workbench blockdeps fire_module --target cuda --edge P:C --svg` (a sampled
   block graph of one edge);
-- fused-grid-inception_block-cuda.svg: the plan's first horizontal decision on cuda
-  (`workbench plan inception_block --target cuda --json`): the fused launch's blockIdx.x
-  range split among its members in member order (what GpuLayout's default does), drawn here
-  with matplotlib from the plan's own numbers (member blocks, threads per block);
+- fused-grid-inception_block-cuda.svg: the first decision of inception_block's cuda plan:
+  each member's own grid (engine.parallel.codegen.gpu.gpu_member) and the launch the cuda
+  code generator makes of them (its `launch_shape`: blocks per member in the fused
+  blockIdx.x range, threads, idle share, shared memory), drawn with matplotlib;
 - timing-inception_block.svg: what `workbench compile inception_block --approve all` writes
   (timing.svg: every kernel before and after the plan, measured in the same run).
 
@@ -89,37 +89,59 @@ def make_block_maps(out: Path) -> None:
                   "--svg", str(out / f"blockmap-fire_module-cuda-{cls}.svg"))
 
 
+def fused_launch(model: str, decision: str):
+    """The members' own grids and the fused launch the cuda code generator makes for one
+    decision of the model's plan: (decision, [(blocks, threads) per member], LaunchShape)."""
+    from engine.parallel.codegen.gpu import gpu_member
+    from engine.session import Session
+    from engine.targets import get_target
+
+    session = Session(model)
+    mod = session.scheduled("cuda").module
+    d = session.propose("cuda").plan.decision(decision)
+    names = [m.func for m in d.members]
+    alone = []
+    for name in names:
+        stage = gpu_member(mod[name], name).stages[-1]
+        alone.append((stage.blocks, stage.threads))
+    spec = get_target("cuda")
+    shape = spec.fusion.launch_shape([mod[n] for n in names], names, None, spec.target(None))
+    return d, alone, shape
+
+
 def make_fused_grid(out: Path) -> None:
-    """The first horizontal decision of inception_block's cuda plan: one launch whose
-    blockIdx.x range is split among the members (each block runs one member)."""
+    """inception_block's d0 on cuda: four launches (each member's own grid and threads) and
+    the one fused launch whose blockIdx.x range is split among them (a member whose threads
+    work alone is regrouped into blocks of the fused thread count)."""
     import matplotlib.pyplot as plt
 
-    plan = json.loads(workbench("plan", "inception_block", "--target", "cuda", "--json"))
-    d = next(d for d in plan["decisions"] if d["kind"] == "horizontal")
-    gain = d["gain"]
-    blocks = list(gain["member_chunks"])
+    d, alone, shape = fused_launch("inception_block", "d0")
     colors = ["#3a7bd5", "#ef6c00", "#2e7d32", "#8e24aa", "#c62828", "#00838f"]
-    fig, ax = plt.subplots(figsize=(10, 2.6))
+    total = max(shape.blocks, sum(b for b, _ in alone))
+    fig, ax = plt.subplots(figsize=(11, 3.4))
     start = 0
-    for i, (m, n) in enumerate(zip(d["members"], blocks)):
-        ax.broken_barh([(start, n)], (0, 1), facecolors=colors[i % len(colors)], edgecolor="white", linewidth=0.4)
-        label = f"k{m['kernel']} {m['labels'][0]}\n{n} blocks, blockIdx.x {start}-{start + n - 1}"
-        ax.text(start + n / 2, 0.5, label, ha="center", va="center", fontsize=7, color="white")
-        start += n
-    for b in range(0, start + 1):  # one tick per block
-        ax.plot([b, b], [0, 0.08], color="#ffffff", linewidth=0.3)
-    ax.set_xlim(0, start)
-    ax.set_ylim(0, 1)
-    ax.set_yticks([])
-    ax.set_xlabel("blockIdx.x of the fused kernel")
-    fig.suptitle(f"inception_block on cuda, {d['id']} ({d['kind']}): {len(blocks)} launches -> 1 launch of "
-                 f"{gain['fused_chunks']} blocks x {gain['threads_per_block']} threads", fontsize=9, x=0.01,
-                 ha="left")
-    ax.set_title(f"each block runs one member's code (a branch on blockIdx.x); "
-                 f"idle thread slots {gain['idle_threads']:.0%}, ~{gain['shared_bytes'] / 1024:.1f} KiB shared per "
-                 f"block (the largest member's); estimate: {gain['estimated_us']} us saved "
-                 f"(utilisation {gain['utilisation_before']:.0%} -> {gain['utilisation_after']:.0%} of "
-                 f"the SMs)", fontsize=7, loc="left", color="#444444")
+    for i, (m, (blocks, threads)) in enumerate(zip(d.members, alone)):  # before: one launch each
+        ax.broken_barh([(start, blocks)], (1.35, 0.8), facecolors=colors[i % len(colors)], edgecolor="white")
+        ax.text(start + blocks / 2, 1.75, f"k{m.kernel}\n{blocks} x {threads}",
+                ha="center", va="center", fontsize=6.5, color="white")
+        start += blocks + total * 0.01  # a gap: separate launches
+    start = 0
+    for i, (m, blocks) in enumerate(zip(d.members, shape.member_blocks)):  # after: one launch
+        ax.broken_barh([(start, blocks)], (0.1, 0.8), facecolors=colors[i % len(colors)], edgecolor="white")
+        ax.text(start + blocks / 2, 0.5, f"k{m.kernel}\n{start}-{start + blocks - 1}",
+                ha="center", va="center", fontsize=6.5, color="white")
+        start += blocks
+    ax.set_xlim(0, total * 1.04)
+    ax.set_ylim(0, 2.3)
+    ax.set_yticks([0.5, 1.75], [f"fused: 1 launch\n{shape.blocks} x {shape.threads_per_block} threads",
+                                f"members alone:\n{len(alone)} launches"], fontsize=8)
+    ax.set_xlabel("thread blocks (blocks x threads per block; fused: the blockIdx.x range of each member)")
+    members = ", ".join(f"k{m.kernel} {m.labels[0]}" for m in d.members)
+    fig.suptitle(f"inception_block on cuda, {d.id} ({d.kind.value}): {members}", fontsize=9, x=0.01, ha="left")
+    ax.set_title(f"each fused block runs one member (a thread-invariant branch on blockIdx.x); a member whose "
+                 f"threads work alone (the max pool) is regrouped into blocks of {shape.threads_per_block} threads; "
+                 f"idle thread slots {shape.idle_threads:.0%}, ~{shape.shared_bytes / 1024:.1f} KiB shared per block "
+                 f"(the largest member's, estimated from TIR)", fontsize=6.5, loc="left", color="#444444", wrap=True)
     fig.tight_layout()
     fig.savefig(out / "fused-grid-inception_block-cuda.svg", format="svg")
     plt.close(fig)
