@@ -38,11 +38,10 @@ NEON = Isa("neon", 128, 32)
 
 
 def isa_of(target: Target | None) -> Isa:
-    """The vector ISA `target` compiles for (None: this host's CPU)."""
+    """The vector ISA the llvm `target` compiles for (None: this host's CPU); SSE when its
+    features cannot be read."""
     if target is None:
         target = Target({"kind": "llvm", "mcpu": llvm_get_system_cpu()})
-    if target.kind.name != "llvm":
-        return SSE
 
     def has(feature: str) -> bool:
         try:

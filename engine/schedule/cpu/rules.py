@@ -11,6 +11,7 @@ schedules survive to code generation.
 from __future__ import annotations
 
 import logging
+import math
 
 import tvm
 from tvm import relax, s_tir, tirx
@@ -61,6 +62,11 @@ def _inline_all(sch: s_tir.Schedule, keep=()) -> None:
                 break
 
 
+# A matmul with fewer multiply-adds than this runs on one core: a recurrent step's
+# [1, 64] x [64, 256] (16K MACs) takes about a microsecond, less than waking the thread pool.
+MIN_PARALLEL_MACS = 1 << 18
+
+
 class Matmul(ScheduleRule):
     """[batch..] C[i, j] = sum_k A[.., i, k] * B[.., k, j] (+ injective epilogue).
 
@@ -70,10 +76,12 @@ class Matmul(ScheduleRule):
 
     name = "matmul"
 
-    def __init__(self, tile: tuple[int, int] | None = None, pack: bool = True, j_outer: bool = True):
+    def __init__(self, tile: tuple[int, int] | None = None, pack: bool = True, j_outer: bool = True,
+                 parallel: bool | None = None):
         self.tile = tile  # (it, jt) fixed instead of chosen: the tuner's knob space
         self.pack = pack
         self.j_outer = j_outer
+        self.parallel = parallel  # None: by the amount of work (MIN_PARALLEL_MACS)
 
     @staticmethod
     def tiles(n_i: int, n_j: int, isa: Isa) -> list[tuple[int, int]]:
@@ -131,7 +139,9 @@ class Matmul(ScheduleRule):
         else:
             sch.reorder(*batch, io, jo, k, ii, ji)
             par = sch.fuse(*batch, io, jo)
-        sch.parallel(par)
+        macs = math.prod(int(iv.dom.extent) for iv in stmt.iter_vars)
+        if self.parallel if self.parallel is not None else macs >= MIN_PARALLEL_MACS:
+            sch.parallel(par)
         consumers = [b for b in blocks_of(sch) if not sch.get(b).same_as(sch.get(mm))]
         if consumers:
             sch.set_scope(mm, 0, "local")
