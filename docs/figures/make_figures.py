@@ -1,6 +1,6 @@
 """Regenerate every picture the docs use, from the project's own code on the bundled samples.
 
-    .venv/bin/python docs/figures/make_figures.py            # all figures (about a minute)
+    .venv/bin/python docs/figures/make_figures.py            # all figures (about half a minute)
     .venv/bin/python docs/figures/make_figures.py --no-tui   # skip the TUI screenshots
     .venv/bin/python docs/figures/make_figures.py --out DIR  # elsewhere (the docs test does)
 
@@ -12,7 +12,7 @@ Each figure comes from the same code a user runs:
 - opgraph-inception_block.svg: `workbench inspect inception_block --svg`;
 - blockmap-*.svg: `workbench blockdeps fire_module --target cuda --edge P:C --svg` (a sampled
   block graph of one edge);
-- fused-grid-inception_block-cuda.svg: the first decision of inception_block's cuda plan:
+- fused-grid-inception_block-cuda.svg: d0 of inception_block's cuda plan:
   each member's own grid (engine.parallel.codegen.gpu.gpu_member) and the launch the cuda
   code generator makes of them (its `launch_shape`: blocks per member in the fused
   blockIdx.x range, threads, idle share, shared memory), drawn with matplotlib;
@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import contextlib
 import io
-import json
 import os
 import shutil
 import sys
@@ -54,7 +53,7 @@ FIGURES = {
     "opgraph-inception_block.svg": "workbench inspect inception_block --svg",
     "blockmap-fire_module-cuda-one-to-one.svg": "workbench blockdeps fire_module --target cuda --edge 0:1 --svg",
     "blockmap-fire_module-cuda-one-to-few.svg": "workbench blockdeps fire_module --target cuda --edge 0:2 --svg",
-    "fused-grid-inception_block-cuda.svg": "the fused launch's blocks per member (plan on cuda)",
+    "fused-grid-inception_block-cuda.svg": "inception_block's d0 on cuda: members alone and the fused launch",
     "timing-inception_block.svg": "workbench compile inception_block --approve all: timing.svg",
 }
 
@@ -154,8 +153,20 @@ def make_timing_chart(out: Path, work: Path) -> None:
     shutil.copyfile(run_dir / "timing.svg", out / "timing-inception_block.svg")
 
 
+async def settle(pilot, app) -> None:
+    """Let the app's workers finish and their messages land (as tests/test_tui.py does)."""
+    from textual.worker import WorkerCancelled
+
+    for _ in range(4):
+        for worker in [w for w in app.workers if not w.is_finished]:
+            try:
+                await worker.wait()
+            except WorkerCancelled:  # a superseded layout worker
+                pass
+        await pilot.pause()
+
+
 async def _drive_tui(out: Path, work: Path) -> None:
-    from tests.test_tui import settle  # waits for the app's workers, as the TUI tests do
     from workbench.tui.app import WorkbenchApp
     from workbench.tui.engine_adapter import EngineAnalyses
 
