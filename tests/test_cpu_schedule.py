@@ -107,16 +107,19 @@ def test_conv_rule_is_used():
     np.testing.assert_allclose(got, _conv_ref(xa, wa, np.zeros(32, "float32"), 1, 1), rtol=1e-4, atol=1e-4)
 
 
-def test_matmul_bias():
-    a = RNG.standard_normal((8, 64)).astype("float32")
-    w = RNG.standard_normal((64, 48)).astype("float32")
-    b = RNG.standard_normal((48,)).astype("float32")
+@pytest.mark.parametrize("m,k,n,parallel", [(64, 256, 48, True), (8, 64, 48, False)])
+def test_matmul_bias(m, k, n, parallel):
+    """Parallel from MIN_PARALLEL_MACS multiply-adds on; a smaller one runs on one core."""
+    a = RNG.standard_normal((m, k)).astype("float32")
+    w = RNG.standard_normal((k, n)).astype("float32")
+    b = RNG.standard_normal((n,)).astype("float32")
 
     def body(bb, av):
         y = bb.emit(relax.op.matmul(av, relax.const(w)))
         return relax.op.add(y, relax.const(b))
 
-    _check(_module([("a", a.shape)], body), [a], a @ w + b, ["matmul"])
+    sched = _check(_module([("a", a.shape)], body), [a], a @ w + b, ["matmul"] if parallel else [])
+    assert parallel or all("T.parallel" not in f.script() for n_, f in _prim_funcs(sched).items() if "matmul" in n_)
 
 
 def test_max_pool():
