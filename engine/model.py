@@ -1,8 +1,10 @@
 """Model loading: a file path or `zoo:NAME` -> a validated, static-shaped ONNX model.
 
 Shape arithmetic (torch exports' Shape -> Gather -> Div -> Concat -> Reshape chains) is
-folded into initializers once the input shapes are static (engine.onnx_folding); the model
-as given stays the reference onnxruntime verifies against (`Model.reference`).
+folded into initializers once the input shapes are static (engine.onnx_folding), and
+operators the import cannot convert are replaced by their ONNX function bodies
+(engine.onnx_functions); the model as given stays the reference onnxruntime verifies
+against (`Model.reference`).
 
 Zoo models are the "light" model-zoo architectures shipped inside the onnx package. Their
 weights are built by `ConstantOfShape` (every weight 0.02), which makes outputs
@@ -24,6 +26,7 @@ from onnx import helper, numpy_helper, shape_inference
 from engine.calibrate import calibrate_batchnorm
 from engine.errors import ModelLoadError, UnsupportedOpError, one_line
 from engine.onnx_folding import fold_shape_arithmetic
+from engine.onnx_functions import expand_functions
 
 ZOO_PREFIX = "zoo:"
 ZOO_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -57,7 +60,8 @@ class Model:
     outputs: tuple[str, ...]
     weights_replaced: int  # ConstantOfShape weights replaced by seeded random initializers
     folded_nodes: int = 0  # shape-arithmetic nodes folded into initializers
-    unfolded: onnx.ModelProto | None = None  # the model before folding (None: nothing folded)
+    # the model before folding and function expansion (None: neither changed it)
+    unfolded: onnx.ModelProto | None = None
 
     @property
     def reference(self) -> onnx.ModelProto:
@@ -117,9 +121,14 @@ def load_model(spec: str, shapes: Mapping[str, tuple[int, ...]] | None = None,
     replaced = _replace_constant_weights(proto, seed) if is_zoo else 0
     _apply_shapes(proto, dict(shapes or {}), spec)
     _check(proto, spec)
+    given = proto
+    known = _known_ops()
+    expansion = expand_functions(proto, known.__contains__)  # first: bodies have shape chains to fold
+    proto = expansion.proto if expansion is not None else proto
     folding = fold_shape_arithmetic(proto)
-    unfolded, proto = (proto, folding.proto) if folding is not None else (None, proto)
-    _check_supported_ops(proto)
+    proto = folding.proto if folding is not None else proto
+    unfolded = given if proto is not given else None
+    _check_supported_ops(proto, known)
     proto = _infer_shapes(proto, spec)
     inputs = tuple(_input_spec(vi) for vi in proto.graph.input)
     if replaced:
@@ -183,12 +192,16 @@ def _check(proto: onnx.ModelProto, spec: str) -> None:
         raise ModelLoadError(f"{spec}: invalid ONNX model: {_first_line(err)}") from None
 
 
-def _check_supported_ops(proto: onnx.ModelProto) -> None:
+def _known_ops() -> frozenset[str]:
+    """ONNX operators the import converts: TVM's frontend's and ours."""
     from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
 
     from engine.converters import CONVERTERS
 
-    known = set(_get_convert_map()) | set(CONVERTERS) | {"Constant", "If"}
+    return frozenset(_get_convert_map()) | frozenset(CONVERTERS) | {"Constant", "If"}
+
+
+def _check_supported_ops(proto: onnx.ModelProto, known: frozenset[str]) -> None:
     missing: dict[str, str] = {}
     for node in proto.graph.node:
         if node.op_type not in known and node.op_type not in missing:
