@@ -88,6 +88,15 @@ def zoo_names() -> list[str]:
     return sorted(p.stem.removeprefix("light_") for p in ZOO_DIR.glob("light_*.onnx"))
 
 
+def names_a_model(spec: str) -> bool:
+    """Whether `spec` could be a model: a path, a bundled or generated sample name, zoo:NAME."""
+    if spec.startswith(ZOO_PREFIX) or Path(spec).exists() or Path(spec).suffix or "/" in spec:
+        return True
+    from sample_models.build_samples import GENERATED
+
+    return (SAMPLE_DIR / f"{spec}.onnx").is_file() or spec in GENERATED
+
+
 def resolve_path(spec: str) -> Path:
     """Map `zoo:NAME` or a path (or a bundled sample name) to a file on disk."""
     if spec.startswith(ZOO_PREFIX):

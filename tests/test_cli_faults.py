@@ -64,3 +64,12 @@ def test_a_run_replaces_every_output_of_the_previous_one(cli, tmp_path):
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in out.iterdir()) == [".workbench.lock", "report.json"]
     assert "earlier run" not in (out / "report.json").read_text()
+
+
+@pytest.mark.parametrize("args, guess", [(("complie", "fire_module"), "did you mean 'compile'?"),
+                                         (("complie",), "did you mean 'compile'?"), (("tune", "--help"), "")])
+def test_a_mistyped_command_is_one_line_not_a_tui_on_a_model_named_after_it(cli, args, guess):
+    r = cli(*args, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and f"'{args[0]}' is neither a command nor a model" in r.stderr
+    assert guess in r.stderr

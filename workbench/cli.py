@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import os
 import signal
 import sys
@@ -11,6 +12,7 @@ import threading
 
 from engine.errors import BlockwiseError
 from engine.files import NativeLog
+from engine.model import names_a_model
 from workbench import cmd_batch, cmd_blockdeps, cmd_compile, cmd_inspect, cmd_plan, cmd_tui
 from workbench.args import parse_shape
 
@@ -76,6 +78,13 @@ def main(argv: list[str] | None = None, signals: set | None = None) -> int:
         return 130
     first = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
     if first is not None and argv[first] not in _commands(parser):
+        if not names_a_model(argv[first]):  # a mistyped command must not open the TUI on it
+            guess = difflib.get_close_matches(argv[first], sorted(_commands(parser)), n=1)
+            hint = f"did you mean '{guess[0]}'? " if guess else ""
+            sys.stderr.write(f"workbench: error: '{argv[first]}' is neither a command nor a model ({hint}"
+                             f"commands: {', '.join(sorted(_commands(parser)))}; a model is an ONNX file, "
+                             "a sample name or zoo:NAME)\n")
+            return 2
         argv.insert(first, "tui")  # `workbench MODEL` opens the TUI
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
