@@ -7,6 +7,7 @@ from engine.converters.cumulative import CUMULATIVE
 from engine.converters.elementwise import ELEMENTWISE
 from engine.converters.expand import EXPAND
 from engine.converters.extrema import EXTREMA
+from engine.converters.layer_norm import LAYER_NORM
 from engine.converters.losses import LOSSES
 from engine.converters.normalization import NORMALIZATION
 from engine.converters.power import POWER
@@ -16,4 +17,5 @@ from engine.converters.sequence_reverse import SEQUENCE_REVERSE
 from engine.converters.variadic import VARIADIC
 
 CONVERTERS = {**VARIADIC, **RECURRENT, **ELEMENTWISE, **CUMULATIVE, **NORMALIZATION, **SEQUENCE_REVERSE,
-              **LOSSES, **CONSTANT, **EXPAND, **EXTREMA, **RESHAPE, **POWER}
+              **LOSSES, **CONSTANT, **EXPAND, **EXTREMA, **RESHAPE, **POWER,
+              **LAYER_NORM}
