@@ -84,9 +84,14 @@ def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, s
         mod = scheduled.module
         # the intermediate is still written; its re-read comes from cache, not DRAM
         reread = buffer_bytes(mod[funcs[0]].params[-1])
+        # busy cores (SMs): each member alone on its own grid, weighted by its work; fused, both
+        # run on the producer's blocks
+        busy = lambda n: min(n, model.cores) / model.cores
+        work = [max(m.flops, 1.0) for m in infos]
+        before = (work[0] * busy(link.producer_blocks) + work[1] * busy(link.consumer_blocks)) / sum(work)
         gain = Gain(launches_saved=1, parallel_regions_saved=1, member_chunks=(link.producer_blocks,
                     link.consumer_blocks), fused_chunks=link.producer_blocks,
-                    utilisation_before=1.0, utilisation_after=1.0,
+                    utilisation_before=round(before, 4), utilisation_after=round(busy(link.producer_blocks), 4),
                     estimated_us=round(model.launch_us + (reread / model.bytes_per_us if model.bytes_per_us else 0.0), 2),
                     reread_bytes=reread)
         status, reason = DecisionStatus.PROPOSED, ""
