@@ -24,8 +24,8 @@ class CompileError(BlockwiseError):
     """A pipeline stage failed (build, schedule, target)."""
 
 
-class VerificationError(BlockwiseError):
-    """The compiled model's outputs differ from onnxruntime's."""
+class VerificationError(CompileError):
+    """The compiled model's outputs differ from onnxruntime's (a compile that failed its check)."""
 
 
 class PlanError(BlockwiseError):

@@ -18,7 +18,7 @@ import tvm
 from tvm import relax
 
 from engine.cores import cpu_threads
-from engine.errors import BlockwiseError, CompileError, InternalError, one_line
+from engine.errors import BlockwiseError, CompileError, InternalError, VerificationError, one_line
 from engine.events import (STAGES, Cancelled, CompileOptions, ProgressFn, Stage, StageEvent,
                            StageStatus)
 from engine.kernels import KernelCall, list_kernels, trace_fusion
@@ -309,7 +309,7 @@ def _verify(ctx: CompileContext) -> str:
     verification = compare_outputs(model.outputs, expected, actual, opts.rtol, opts.atol, other=other)
     if not verification.values_match:
         ctx.verification = replace(verification, first_bad_kernel=locate_mismatch(ctx))
-        raise CompileError(ctx.verification.summary())
+        raise VerificationError(ctx.verification.summary())
     if verification.uninformative:
         verification = verification.with_kernels(compare_kernels(ctx))
         ctx.notes.extend(verification.notes)
@@ -319,7 +319,7 @@ def _verify(ctx: CompileContext) -> str:
         ctx.notes.append(verification.notes[-1])
     ctx.verification = verification
     if not verification.passed:
-        raise CompileError(verification.summary())
+        raise VerificationError(verification.summary())
     return verification.summary()
 
 
