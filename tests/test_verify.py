@@ -16,7 +16,7 @@ from tvm import relax
 
 import engine.relax_import as relax_import
 import engine.targets as targets
-from engine.errors import CompileError
+from engine.errors import CompileError, VerificationError
 from engine.events import CompileOptions
 from engine.runtime.verify import KernelComparison, check_tensor, compare_outputs, first_unmatched
 from engine.session import Session
@@ -87,7 +87,7 @@ def test_kernel_fallback_catches_a_wrong_kernel_the_output_hides(monkeypatch, tm
     comparison does not."""
     path = _ignores_input(tmp_path)
     _break_kernel(monkeypatch, tmp_path, "fused_matmul_relu")
-    with pytest.raises(CompileError, match=r"DIFFERS from onnxruntime.*first kernel whose output differs: "
+    with pytest.raises(VerificationError, match=r"DIFFERS from onnxruntime.*first kernel whose output differs: "
                                            r"fused_matmul_relu(_prepacked)? \(call 0; ops .*does not depend on the input"):
         Session(path).compile(OPTIONS)
 
