@@ -103,13 +103,14 @@ def operator_graph_dot(graph, clusters: Mapping[str, Iterable[str]] | Sequence[B
 class BoxTree:
     children: dict  # box index (None: the graph) -> indices of the boxes directly inside it
     owner: dict  # op -> the index of the smallest box holding it
-    labels: dict  # box index -> its label (boxes with the same ops joined)
+    labels: dict  # box index -> its label
 
 
 def nest_boxes(boxes: Sequence[Box]) -> tuple[BoxTree, list[str]]:
     """Each op in the smallest box holding it, each box inside the smallest box holding all
     its ops; a box whose ops lie in different boxes crosses a border (returned by label, not
-    drawn). Boxes with the same ops are drawn as one (labels joined).
+    drawn). Of boxes with the same ops the later is drawn inside the earlier, each in its own
+    style (a kernel box and the approved decision that made it).
 
         >>> tree, crossing = nest_boxes([Box("d0", ("a", "b", "c")), Box("k1", ("a", "b"))])
         >>> tree.children, sorted(tree.owner.items()), crossing
@@ -119,19 +120,15 @@ def nest_boxes(boxes: Sequence[Box]) -> tuple[BoxTree, list[str]]:
     children: dict = {}
     labels: dict[int, str] = {}
     crossing: list[str] = []
-    seen: dict[frozenset, int] = {}
     for i in sorted(range(len(boxes)), key=lambda i: -len(set(boxes[i].members))):
         members = frozenset(boxes[i].members)
         if not members:
-            continue
-        if members in seen:
-            labels[seen[members]] += "\n" + boxes[i].label
             continue
         parents = {owner.get(op) for op in members}
         if len(parents) > 1:
             crossing.append(boxes[i].label)
             continue
-        seen[members], labels[i] = i, boxes[i].label
+        labels[i] = boxes[i].label
         children.setdefault(parents.pop(), []).append(i)
         owner.update((op, i) for op in members)
     return BoxTree(children, owner, labels), crossing

@@ -78,7 +78,8 @@ def write_outputs(session: Session, result: CompileResult, plan: FusionPlan | No
     written = []
     if export:
         written.append(session.export_library(result, out_dir))
-    rows, series, note = chart_rows(result.fusion, {"this compile": result.kernel_times})
+    rows, series, note = chart_rows(result.fusion, {"this compile": result.kernel_times},
+                                    {op: f"k{k.index}" for k in result.kernels for op in k.ops})
     if rows:
         written += timing_chart(rows, f"{result.model} on {result.target}: time per kernel", out_dir / "timing",
                                 series, note)

@@ -10,7 +10,7 @@ Timing, Fusion and Compile tabs and the exported chart all read these.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from engine.parallel.outcome import DecisionOutcome, GroupTiming, PlanOutcome
 from engine.timing import (Change, KernelTime, Latency, Ratio, Spread, difference, kernel_sum, kernel_work,
@@ -86,8 +86,7 @@ class KernelRow:
 # (header, KernelRow attribute, format): the CLI table and the TUI's KernelTable.
 KERNEL_COLUMNS = (("Time %", "share", "{:.1%}"), ("Med ms", "median_ms", "{:.3f}"),
                   ("Q1 ms", "q1_ms", "{:.3f}"), ("Q3 ms", "q3_ms", "{:.3f}"), ("Calls", "calls", "{}"),
-                  ("GFLOP/s", "gflops", "{:.1f}"), ("GB/s", "gbs", "{:.1f}"), ("Kernel", "ids", "{}"),
-                  ("Name", "name", "{}"))
+                  ("GFLOP/s", "gflops", "{:.1f}"), ("GB/s", "gbs", "{:.1f}"), ("Kernel", "name", "{}"))
 
 
 def cell(row, attr: str, fmt: str) -> str:
@@ -283,15 +282,18 @@ class ChartRow:
     after: Spread | None
 
 
-def chart_rows(outcome: PlanOutcome | None, runs: dict[str, Sequence[KernelTime]]
-               ) -> tuple[list[ChartRow], tuple[str, str], str]:
-    """(rows, series names, note). The plan compile's before/after (one run) when it has one;
-    else the kernels of the compiles in `runs` (series name -> kernel times, one or two;
-    in place), matched by name: a single run is drawn as the "after" side."""
+def chart_rows(outcome: PlanOutcome | None, runs: dict[str, Sequence[KernelTime]],
+               kernel_ids: Mapping[str, str] | None = None) -> tuple[list[ChartRow], tuple[str, str], str]:
+    """(rows, series names, note). The plan compile's before/after (one run) when it has one,
+    each group named by `kernel_ids` (op -> "k2", the fused build's kernel computing it) as
+    the TUI names it; else the kernels of the compiles in `runs` (series name -> kernel times,
+    one or two; in place), matched by name: a single run is drawn as the "after" side."""
     if outcome is not None and outcome.groups:
+        ids = kernel_ids or {}
         e2e = (f"; end to end {outcome.unfused.median_ms:.3f} -> {outcome.fused.median_ms:.3f} ms, "
                f"{speedup_text(outcome.unfused, outcome.fused)}" if outcome.unfused and outcome.fused else "")
-        return ([ChartRow(group_label(g), g.before, g.after) for g in outcome.groups],
+        return ([ChartRow(" ".join(filter(None, (ids.get(g.ops[0], "") if g.ops else "", group_label(g)))),
+                          g.before, g.after) for g in outcome.groups],
                 ("before: unfused build", "after: fused build"),
                 "both builds of one plan compile, each kernel timed alone in the same run" + e2e)
     runs = {name: times for name, times in runs.items() if times}

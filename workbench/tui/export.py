@@ -35,7 +35,8 @@ def export_views(out_dir: Path, graph, clusters: tuple[ClusterSpec, ...], op_ms:
     rows, series, note = chart_rows(getattr(after, "fusion", None) if after is not None else None,
                                     {label: r.kernel_times for label, r in
                                      (("before the plan (c)", runs.get("before")), ("with the plan (C)", after))
-                                     if r is not None})
+                                     if r is not None},
+                                    {op: f"k{k.index}" for k in after.kernels for op in k.ops} if after else None)
     if rows:
         model = next(r for r in runs.values() if r is not None)
         written += timing_chart(rows, f"{model.model} on {model.target}: time per kernel, before and after the plan",

@@ -265,10 +265,10 @@ class TimingTable(DataTable):
 
 
 def _kernel_column(header: str, attr: str, fmt: str) -> Column:
-    if attr == "ids":  # sorted by the first call's index: k9 before k10
-        return Column(header, lambda r: kernel_number(r.ids), lambda r: r.ids or "—", numeric=False)
-    return Column(header, (lambda r: getattr(r, attr)) if attr != "name" else (lambda r: r.name),
-                  lambda r: cell(r, attr, fmt), numeric=attr != "name")
+    if attr == "name":  # "k72 max_pool2d9", as the graph names it; in kernel order (k9 before k10)
+        return Column(header, lambda r: (kernel_number(r.ids) if r.ids else 1 << 30, r.name),
+                      lambda r: f"{r.ids} {r.name}".strip(), numeric=False)
+    return Column(header, lambda r: getattr(r, attr), lambda r: cell(r, attr, fmt))
 
 
 def kernel_number(ids: str) -> int | None:
