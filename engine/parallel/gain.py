@@ -52,10 +52,13 @@ def gpu_cost_model(target) -> CostModel:
                      bytes_per_us=device.dram_gbps * 1e3, device=device.name)
 
 
-def estimate_gain(model: CostModel, flops: list[int], chunks: list[int], stages: list[int]) -> Gain:
-    """`stages`: parallel stages per member (the fused kernel has max(stages) phases)."""
+def estimate_gain(model: CostModel, flops: list[int], chunks: list[int], stages: list[int],
+                  fused_chunks: int | None = None) -> Gain:
+    """`stages`: parallel stages per member (the fused kernel has max(stages) phases);
+    `fused_chunks`: the fused kernel's blocks when its code generator regroups the members'
+    (default: their sum)."""
     chunks = [max(c, 1) for c in chunks]
-    total_chunks = sum(chunks)
+    total_chunks = fused_chunks or sum(chunks)
     busy = [min(c, model.cores) for c in chunks]
     work = sum(flops) or 1
     before = sum(f * b for f, b in zip(flops, busy)) / (work * model.cores)

@@ -72,8 +72,10 @@ class Gain:
         """With a fused kernel's launch facts (codegen LaunchShape; None: unchanged)."""
         if shape is None:
             return self
+        # the generated grid, not the members' own: the code generator may regroup a member's
+        # threads into fewer, larger blocks (a 1024-thread max pool in 128-thread blocks)
         return replace(self, threads_per_block=shape.threads_per_block, idle_threads=shape.idle_threads,
-                       shared_bytes=shape.shared_bytes)
+                       shared_bytes=shape.shared_bytes, fused_chunks=shape.blocks or self.fused_chunks)
 
 
 class LinkPattern(str, enum.Enum):

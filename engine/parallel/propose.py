@@ -144,7 +144,10 @@ def _decision(did: str, group: ParallelGroup, stage: Stage, fit, model, launch) 
                                                    "fuse: " + "; ".join(dropped))
     else:
         try:
-            gain = gain.with_launch(launch([m.kernel for m in members]))
+            shape = launch([m.kernel for m in members])
+            if shape is not None:  # the generated grid, which may regroup the members' blocks
+                gain = estimate_gain(model, [m.flops for m in members], [m.chunks for m in members],
+                                     [s for _, s in shown], fused_chunks=shape.blocks).with_launch(shape)
         except FusionUnsupported as err:
             status, reason = DecisionStatus.REJECTED, f"the code generator refuses the group: {err}"
     return FusionDecision(DecisionId(did), kind, stage.index, members, gain, evidence, status, reason)

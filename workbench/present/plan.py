@@ -29,7 +29,7 @@ def launch_text(gain) -> str:
     """The fused GPU kernel's launch facts, or "" (not a GPU decision)."""
     if not gain.threads_per_block:
         return ""
-    return (f"{gain.threads_per_block} threads/block, {gain.idle_threads:.0%} of thread slots idle, "
+    return (f"{gain.fused_chunks} blocks of {gain.threads_per_block} threads, {gain.idle_threads:.0%} of thread slots idle, "
             f"~{gain.shared_bytes / 1024:.1f} KiB shared/block (estimated from TIR; ptxas figures in the "
             f"compile report)")
 
