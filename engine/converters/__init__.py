@@ -4,6 +4,7 @@ converted in a form our stages cannot fuse). Each module owns a dict op_type -> 
 
 from engine.converters.constant import CONSTANT
 from engine.converters.cumulative import CUMULATIVE
+from engine.converters.dropout import DROPOUT
 from engine.converters.elementwise import ELEMENTWISE
 from engine.converters.expand import EXPAND
 from engine.converters.extrema import EXTREMA
@@ -18,4 +19,4 @@ from engine.converters.variadic import VARIADIC
 
 CONVERTERS = {**VARIADIC, **RECURRENT, **ELEMENTWISE, **CUMULATIVE, **NORMALIZATION, **SEQUENCE_REVERSE,
               **LOSSES, **CONSTANT, **EXPAND, **EXTREMA, **RESHAPE, **POWER,
-              **LAYER_NORM}
+              **LAYER_NORM, **DROPOUT}
