@@ -31,7 +31,7 @@ class Obstacles:
     """What edges must go around, cell by cell."""
 
     solid: dict  # (x, y) -> node id: node boxes
-    near: frozenset  # the rows just above and under each box: kept for its own edges' ends
+    near: frozenset  # the cells around each box: kept for its own edges' ends, no edge hugs a box
     titles: frozenset  # cluster title and corner cells
     hborder: dict  # (x, y) -> cluster indices on a horizontal border (crossed going up/down)
     vborder: dict  # (x, y) -> cluster indices on a vertical border (crossed going left/right)
@@ -40,7 +40,8 @@ class Obstacles:
 def obstacles(boxes: dict, clusters: Sequence[tuple[frozenset, object, int]]) -> Obstacles:
     """`boxes`: node id -> Box; `clusters`: (members, Box, title length) per cluster."""
     solid = {(x, y): n for n, b in boxes.items() for y in range(b.y, b.y + b.h) for x in range(b.x, b.x + b.w)}
-    near = frozenset((x, y) for b in boxes.values() for y in (b.y - 1, b.y + b.h) for x in range(b.x, b.x + b.w))
+    near = frozenset([(x, y) for b in boxes.values() for y in (b.y - 1, b.y + b.h) for x in range(b.x, b.x + b.w)]
+                     + [(x, y) for b in boxes.values() for x in (b.x - 1, b.x + b.w) for y in range(b.y, b.y + b.h)])
     titles: set = set()
     hborder: dict = {}
     vborder: dict = {}
