@@ -17,7 +17,8 @@ Outputs are compared as ONNX's backend runner does: same count, shapes and dtype
 `np.testing.assert_allclose` with the case's rtol/atol (1e-3/1e-7 for every node case).
 A case is pass, wrong (ran, different answer), clean error (an exception with a message)
 or crash/hang (the worker died or ran past --timeout). Writes docs/conformance.md
-(`--doc`) and the raw results to bench/results/conformance-<UTC time>.json.
+(`--doc`) and the raw results to bench/results/conformance-<UTC time>.json;
+`--from-json` renders the report of an earlier run again without running anything.
 """
 
 from __future__ import annotations
@@ -411,7 +412,7 @@ def _reason(message: str) -> str:
     import re
 
     text = re.sub(r"/tmp/\S+|test_\w+", "…", message)
-    return re.sub(r"'[^']*'", "'…'", text)[:160]
+    return re.sub(r"(?<![A-Za-z])'[^']*'", "'…'", text)[:160]  # quoted names, not TVM's apostrophe
 
 
 def metadata(argv: list[str], seconds: float, collected: int, json_path: str) -> dict:
@@ -439,7 +440,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per case and pipeline (default 120)")
     p.add_argument("--budget-min", type=float, help="start no case after this many minutes (partial results)")
     p.add_argument("--doc", nargs="?", const=str(DOC), help=f"write the markdown report (default {DOC})")
+    p.add_argument("--from-json", metavar="RESULTS", help="run nothing: render --doc from an earlier run's raw results")
     args = p.parse_args(argv)
+    if args.from_json:
+        return _render_saved(Path(args.from_json), Path(args.doc or DOC))
     if args.jobs < 1 or args.timeout <= 0:
         p.error("--jobs and --timeout must be positive")
     ops = set(filter(None, (args.ops or "").split(","))) or None
@@ -473,6 +477,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.doc:
         Path(args.doc).write_text(render(cases, results, meta))
         print(f"wrote {args.doc}", file=sys.stderr)
+    return 0
+
+
+def _render_saved(path: Path, doc: Path) -> int:
+    """The report of a run from its raw results file (same cases, outcomes and metadata)."""
+    try:
+        saved = json.loads(path.read_text())
+        cases = [Case(c["name"], c["op"], b"", (), (), 0.0, 0.0) for c in saved["cases"]]
+        results = {(c["name"], p): Outcome(Status(c[p]["status"]), c[p]["message"], c[p]["seconds"])
+                   for c in saved["cases"] for p in PIPELINES if p in c}
+        meta = {k: v for k, v in saved.items() if k != "cases"}
+        text = render(cases, results, meta)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        print(f"{path}: not a conformance results file ({type(err).__name__}: {err})", file=sys.stderr)
+        return 2
+    doc.write_text(text)
+    print(f"wrote {doc}", file=sys.stderr)
     return 0
 
 

@@ -4,6 +4,7 @@ the runner's comparison, classification and report."""
 
 from __future__ import annotations
 
+import json
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -104,3 +105,17 @@ def test_report_lists_what_stock_passes_and_we_do_not():
     assert "- `test_b`: clean error: UnsupportedOpError: no" in text
     assert "| `test_c` | TopK | output 0: values differ | hang |" in text
     assert "| Relu | 2 | 1 ⚠ | 2 |" in text
+
+
+def test_report_renders_again_from_saved_results(tmp_path):
+    saved = {"date": "d", "machine": "m", "tvm": "t", "onnx": "o", "onnxruntime": "r", "numpy": "n",
+             "python": "p", "command": "c", "seconds": 6.0, "collected": 1, "json": "j",
+             "cases": [{"name": "test_a", "op": "Relu",
+                        OURS: {"status": "pass", "message": "", "seconds": 0.1},
+                        STOCK: {"status": "clean error", "message": "ValueError: x", "seconds": 0.1}}]}
+    path, doc = tmp_path / "r.json", tmp_path / "c.md"
+    path.write_text(json.dumps(saved))
+    assert conformance.main(["--from-json", str(path), "--doc", str(doc)]) == 0
+    assert "| pass | 1 | 0 |" in doc.read_text() and "| Relu | 1 | 1 | 0 |" in doc.read_text()
+    path.write_text("{}")
+    assert conformance.main(["--from-json", str(path), "--doc", str(doc)]) == 2
