@@ -57,12 +57,13 @@ def test_edge_by_kernel_index_and_func_json(cli):
     assert data["method"] == "fast" and len(data["producers_of"]) == data["consumer_grid"]["blocks"]
 
 
-def test_model_svg_is_sampled(cli, tmp_path):
+def test_model_svg_is_summarised_kernel_by_kernel(cli, tmp_path):
     out = tmp_path / "model.svg"
     res = cli("blockdeps", "fire_module", "--target", "cuda", "--svg", str(out))
     assert res.returncode == 0, res.stderr
     svg = out.read_text().replace("&#45;", "-")
-    assert "showing 6 of 98 blocks" in svg and "all-to-all" in svg
+    assert "block dependencies between kernels" in svg and "all-to-all" in svg and "fan-in" in svg
+    assert "showing 6 of" not in svg  # no sampled blocks: grids of 98 blocks are one node each
 
 
 def test_bad_edge(cli):

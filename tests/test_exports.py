@@ -45,6 +45,14 @@ def test_an_edge_of_big_grids_is_summarised_not_drawn_block_by_block():
     assert '"k0_b3"' in small and "<B>legend</B>" in small  # a small grid keeps its blocks, and gets a legend
 
 
+def test_a_whole_model_of_big_grids_is_drawn_kernel_by_kernel():
+    big = block_graph_dot(_stencil(32))
+    assert "between kernels" in big and "1 one-to-few" in big and "cluster_k" not in big
+    assert '"k0" -> "k1"' in big and "fan-in 2.9/3" in big and "<B>legend</B>" in big
+    assert b"<svg" in run_dot(big, "svg")
+    assert "cluster_k1" in block_graph_dot(_stencil(8))  # small grids keep their blocks
+
+
 def test_boxes_nest_and_a_box_crossing_another_is_named_not_drawn():
     tree, crossing = nest_boxes([Box("k1", ("a", "b")), Box("d0", ("a", "b", "c")), Box("d1", ("c", "d")),
                                  Box("hfused", ("a", "b"))])

@@ -1,6 +1,7 @@
 """Graphviz DOT of block dependencies: blocks as nodes in one cluster per kernel, for one
 edge or the whole model. Big grids are sampled (at most `max_blocks` per kernel, evenly
-spaced, the blocks a shown consumer block needs first) and the cluster label says so.
+spaced, the blocks a shown consumer block needs first) and the cluster label says so; a
+whole model with big grids is drawn kernel by kernel instead (model_summary_dot).
 An all-to-all edge is drawn as one barrier node. One edge whose grids are larger than
 `max_blocks` is summarised instead (edge_summary_dot): both grids as heat maps (fan-in,
 fan-out), the consumer blocks in classes by fan-in with their ranges, a legend. Render with
@@ -29,11 +30,14 @@ def _spread(n: int, k: int) -> list[int]:
 
 
 def block_graph_dot(deps: ModelBlockDeps, edge: EdgeBlockMap | None = None, max_blocks: int | None = None) -> str:
-    """DOT text for one edge (`edge`) or the whole model (default)."""
+    """DOT text for one edge (`edge`) or the whole model (default). A model with a grid of
+    more than 16 blocks is summarised kernel by kernel (model_summary_dot)."""
     edges = [edge] if edge is not None else list(deps.edges)
     cap = max_blocks or (16 if edge is not None else 6)
     if edge is not None and max(edge.producer_grid.blocks, edge.consumer_grid.blocks) > cap:
         return edge_summary_dot(deps, edge)
+    if edge is None and max((g.blocks for g in deps.grids), default=0) > 16:
+        return model_summary_dot(deps)
     kernels = sorted({e.producer.index for e in edges} | {e.consumer.index for e in edges}) \
         if edge is not None else [k.index for k in deps.kernels]
     shown: dict[int, list[int]] = {}
@@ -94,6 +98,28 @@ def block_graph_dot(deps: ModelBlockDeps, edge: EdgeBlockMap | None = None, max_
 
 def _node(kernel: int, block: int) -> str:
     return f"k{kernel}_b{block}"
+
+
+def model_summary_dot(deps: ModelBlockDeps) -> str:
+    """The whole model one kernel a node (its grid), one kernel edge an arrow coloured by its
+    class and labelled with its fan-in: readable at any grid size, unlike sampled blocks."""
+    lines = ["digraph blocks {", "  rankdir=TB; graph [fontname=\"Helvetica\", fontsize=11];",
+             "  node [shape=box, style=\"rounded,filled\", fillcolor=\"#f4f4f4\", fontname=\"Helvetica\", fontsize=10];",
+             "  edge [fontname=\"Helvetica\", fontsize=9, penwidth=1.6];"]
+    counts = ", ".join(f"{n} {c.value}" for c, n in deps.class_counts().items() if n)
+    title = (f"{deps.model} ({deps.target}): block dependencies between kernels\n"
+             f"{len(deps.kernels)} kernels, {len(deps.edges)} edges: {counts}")
+    lines.append(f"  label={quote(title)}; labelloc=t; fontsize=14;")
+    lines.append(f"  legend [shape=plaintext, style=\"\", label=<{_legend(deps.edges, kernels=True)}>];")
+    for ref, grid in zip(deps.kernels, deps.grids):
+        lines.append(f"  {quote(f'k{ref.index}')} [label={quote(f'{ref.describe()}{chr(10)}{ref.func}{chr(10)}{grid.describe()}')}];")
+    for e in deps.edges:
+        tag = f"{e.edge_class.value}\nfan-in {e.fan_in_mean:.1f}/{e.fan_in_max}"
+        lines.append(f"  {quote(f'k{e.producer.index}')} -> {quote(f'k{e.consumer.index}')} "
+                     f"[color={quote(_CLASS_COLOR[e.edge_class])}, fontcolor={quote(_CLASS_COLOR[e.edge_class])}, "
+                     f"label={quote(tag)}];")
+    lines.append("}")
+    return "\n".join(lines)
 
 
 # --- one edge of big grids, summarised ----------------------------------------------------
@@ -206,13 +232,17 @@ def _heat(value: float, top: float) -> str:
     return f"#{r:02x}{g:02x}{b:02x}"
 
 
-def _legend(edges, heat: bool = False) -> str:
+def _legend(edges, heat: bool = False, kernels: bool = False) -> str:
     present = {e.edge_class for e in edges}
     rows = ['<TR><TD COLSPAN="2"><B>legend</B></TD></TR>']
     for cls, color in _CLASS_COLOR.items():
         mark = " (this graph)" if cls in present else ""
         rows.append(f'<TR><TD BGCOLOR="{color}" WIDTH="20"> </TD><TD ALIGN="LEFT">{cls.value}{mark}</TD></TR>')
-    if heat:
+    if kernels:
+        rows.append('<TR><TD>#3</TD><TD ALIGN="LEFT">kernel 3: its first op, PrimFunc, grid of blocks</TD></TR>')
+        rows.append('<TR><TD>3/8</TD><TD ALIGN="LEFT">fan-in: producer blocks a consumer block needs, mean / max '
+                    '(blocks: workbench blockdeps --edge)</TD></TR>')
+    elif heat:
         rows.append(f'<TR><TD BGCOLOR="{_heat(0, 1)}" WIDTH="20"> </TD><TD ALIGN="LEFT">0 (white)</TD></TR>')
         rows.append(f'<TR><TD BGCOLOR="{_heat(1, 1)}" WIDTH="20"> </TD><TD ALIGN="LEFT">the largest value</TD></TR>')
     else:
