@@ -106,8 +106,12 @@ def test_analyses_of_symbolic_kernels_degrade_instead_of_failing(tmp_path):
 
 def test_nonmaxsuppression_builds_and_runs_as_stock_tvm(tmp_path):
     """NMS's kernel wraps extern calls (argsort) in opaque blocks that read T_gather; our
-    schedule inlined T_gather away ("Buffer T_gather is used before its definition")."""
+    schedule inlined T_gather away ("Buffer T_gather is used before its definition").
+    Its limits as initializers (how detection models export them): ONNX's answer. Given
+    as runtime inputs, TVM's converter silently used 0 boxes: refused with one line."""
     from tvm.relax.frontend.onnx import from_onnx
+
+    from engine.errors import UnsupportedOpError
 
     boxes = np.array([[0.0, 0.0, 1.0, 1.0], [0.0, 0.1, 1.0, 1.1], [0.0, -0.1, 1.0, 0.9],
                       [0.0, 10.0, 1.0, 11.0], [0.0, 10.1, 1.0, 11.1], [0.0, 100.0, 1.0, 101.0]], np.float32)
@@ -115,8 +119,19 @@ def test_nonmaxsuppression_builds_and_runs_as_stock_tvm(tmp_path):
               "scores": np.array([[[0.9, 0.75, 0.6, 0.95, 0.5, 0.3]]] * 2, np.float32),
               "max_output_boxes_per_class": _i64(2), "iou_threshold": np.array([0.5], np.float32),
               "score_threshold": np.array([0.0], np.float32)}
-    path, _ = _single_node(tmp_path, "nms", "NonMaxSuppression", inputs, {})
-    ours = Session(path).compile(BUILD_ONLY).executable
+    path, want = _single_node(tmp_path, "nms", "NonMaxSuppression", inputs, {})
+    with pytest.raises(UnsupportedOpError, match="needs max_output_boxes_per_class, iou_threshold, "
+                                                 "score_threshold as constants"):
+        Session(path).compile(BUILD_ONLY)
+    model = onnx.load(path)
+    limits = [n for n in inputs if n not in ("boxes", "scores")]
+    model.graph.initializer.extend(onnx.numpy_helper.from_array(inputs[n], n) for n in limits)
+    kept = [vi for vi in model.graph.input if vi.name not in limits]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    onnx.save(model, path)
+    data = {n: inputs[n] for n in ("boxes", "scores")}
+    ours = Session(str(path)).compile(BUILD_ONLY).executable
     stock = tvm.compile(from_onnx(onnx.load(path), keep_params_in_input=False), target=tvm.target.Target({"kind": "llvm"}))
-    # (both differ from ONNX's expected output: TVM's converter, not our stages)
-    np.testing.assert_array_equal(_run(ours, inputs), _run(stock, inputs))
+    np.testing.assert_array_equal(_run(ours, data), want)
+    np.testing.assert_array_equal(_run(stock, data), want)

@@ -10,6 +10,7 @@ from engine.converters.expand import EXPAND
 from engine.converters.extrema import EXTREMA
 from engine.converters.layer_norm import LAYER_NORM
 from engine.converters.losses import LOSSES
+from engine.converters.nms import NMS
 from engine.converters.normalization import NORMALIZATION
 from engine.converters.power import POWER
 from engine.converters.reshape import RESHAPE
@@ -19,4 +20,4 @@ from engine.converters.variadic import VARIADIC
 
 CONVERTERS = {**VARIADIC, **RECURRENT, **ELEMENTWISE, **CUMULATIVE, **NORMALIZATION, **SEQUENCE_REVERSE,
               **LOSSES, **CONSTANT, **EXPAND, **EXTREMA, **RESHAPE, **POWER,
-              **LAYER_NORM, **DROPOUT}
+              **LAYER_NORM, **DROPOUT, **NMS}
