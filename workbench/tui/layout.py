@@ -72,7 +72,7 @@ class Layout:
     height: int
     boxes: dict[str, Box]
     texts: dict[str, tuple[str, ...]]
-    edges: list[tuple[str, str, list[tuple[float, float]]]]  # (src, dst, points in cells)
+    edges: list[tuple[str, str, list[tuple[int, int]]]]  # (src, dst, routed cells: under src .. the arrow above dst)
     clusters: list[tuple[ClusterSpec, Box]] = field(default_factory=list)
 
     def node_at(self, x: int, y: int) -> str | None:

@@ -8,7 +8,7 @@ each bend and each crossing of another edge; running along another edge is allow
 edges from the same producer (a fan-out shares its trunk), so every arrow can be followed
 back to one producer.
 
-    >>> routes = route_edges(boxes, clusters, [("a", "b")])   # doctest: +SKIP
+    >>> routes = route_edges(boxes, clusters, [("a", "b")], width, height)   # doctest: +SKIP
     >>> routes[0]                                             # doctest: +SKIP
     [(5, 4), (5, 5), (5, 6)]    # from under a's box to the arrow cell above b's
 """
