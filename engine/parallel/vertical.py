@@ -15,6 +15,7 @@ from tvm import relax
 
 from engine.blockdeps import EdgeClass, Method, analyze_edges
 from engine.parallel.detection import member_info
+from engine.parallel.gain import busy_share
 from engine.parallel.kernel_graph import KernelGraph, alias_roots, call_args, is_call_tir, key, main_bindings
 from engine.parallel.plan import (BlockLink, DecisionId, DecisionKind, DecisionStatus, Evidence, FusionDecision,
                                   Gain, LinkPattern, MemberRef)
@@ -86,7 +87,7 @@ def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, s
         reread = buffer_bytes(mod[funcs[0]].params[-1])
         # busy cores (SMs): each member alone on its own grid, weighted by its work; fused, both
         # run on the producer's blocks
-        busy = lambda n: min(n, model.cores) / model.cores
+        busy = lambda n: busy_share(n, model.cores)
         work = [max(m.flops, 1.0) for m in infos]
         before = (work[0] * busy(link.producer_blocks) + work[1] * busy(link.consumer_blocks)) / sum(work)
         gain = Gain(launches_saved=1, parallel_regions_saved=1, member_chunks=(link.producer_blocks,

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
@@ -92,6 +93,8 @@ def decision_cells(d: FusionDecision, result: str = "", labels: Mapping[str, str
             facts.append("reorder needed")
         facts.extend(f"dropped {x}" for x in ev.dropped)
     members = ", ".join(f"{m.signature}×{m.chunks}" if m.chunks else m.signature for m in d.members)
+    out_bytes = sum(4 * math.prod(m.out_shape) for m in d.members if m.out_shape)  # float32 outputs
+    members += f" ({sum(m.flops for m in d.members) / 1e6:.2f} MFLOP, {out_bytes / 1024:.0f} KiB written)"
     where = "SMs" if g.threads_per_block else "cores"
     util = f"; {where} busy {g.utilisation_before:.0%} -> {g.utilisation_after:.0%} (estimated)"
     if g.threads_per_block:
