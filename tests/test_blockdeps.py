@@ -287,7 +287,7 @@ def test_fire_module_llvm_edges_and_graph():
 
 def test_bad_kernel_index_raises_one_line(fire_cuda):
     _, scheduled = fire_cuda
-    with pytest.raises(BlockDepsError, match="no edge from kernel #3 to kernel #0"):
+    with pytest.raises(BlockDepsError, match="no edge from kernel k3 to kernel k0"):
         analyze_edge(scheduled, 3, 0)
     deps = analyze_model(scheduled, Method.FAST)
     with pytest.raises(BlockDepsError, match="unknown kernel 'nope'"):

@@ -16,8 +16,8 @@ def test_text_output(cli):
     res = cli("blockdeps", "fire_module", "--target", "cuda")
     assert res.returncode == 0, res.stderr
     out = res.stdout
-    assert "#0 squeeze1x1/conv -> #1 expand1x1/conv  grids 25 -> 25  one-to-one  fan-in 1.00/1  exact" in out
-    assert "#0 squeeze1x1/conv -> #2 expand3x3/conv" in out and "one-to-few" in out
+    assert "k0 squeeze1x1/conv -> k1 expand1x1/conv  grids 25 -> 25  one-to-one  fan-in 1.00/1  exact" in out
+    assert "k0 squeeze1x1/conv -> k2 expand3x3/conv" in out and "one-to-few" in out
     assert "classes    independent 0, one-to-one 1, one-to-few 1, partial 0, all-to-all 2" in out
     assert "simplify" in out and "parallel" in out and "independent kernel pairs" in out
 
@@ -40,7 +40,7 @@ def test_edge_by_label_and_svg(cli, tmp_path):
               "--svg", str(out))
     assert res.returncode == 0, res.stderr
     first = res.stdout.splitlines()[0]
-    assert first.startswith("#0 squeeze1x1/conv -> #2 expand3x3/conv") and "one-to-few" in first
+    assert first.startswith("k0 squeeze1x1/conv -> k2 expand3x3/conv") and "one-to-few" in first
     # row tiles with a one-row halo: block 0 reads tiles 0-1, inner blocks c-1..c+1
     assert "  block     0 <- [0, 1]  starts after producer block 1" in res.stdout
     assert "  block     3 <- [2, 3, 4]  starts after producer block 4" in res.stdout
@@ -49,7 +49,7 @@ def test_edge_by_label_and_svg(cli, tmp_path):
 
 
 def test_edge_by_kernel_index_and_func_json(cli):
-    res = cli("blockdeps", "fire_module", "--target", "cuda", "--edge", "#1:concatenate", "--json",
+    res = cli("blockdeps", "fire_module", "--target", "cuda", "--edge", "k1:concatenate", "--json",
               "--method", "fast")
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)

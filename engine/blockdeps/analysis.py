@@ -167,7 +167,7 @@ def analyze_edge(scheduled, producer: int, consumer: int, method: Method = Metho
     for edge in prep.edges:
         if edge.producer.index == producer and edge.consumer.index == consumer:
             return _build(edge, method, few_bound, {})
-    raise BlockDepsError(f"no edge from kernel #{producer} to kernel #{consumer}")
+    raise BlockDepsError(f"no edge from kernel k{producer} to kernel k{consumer}")
 
 
 def analyze_edges(scheduled, keep: Callable[[KernelRef, KernelRef], bool], method: Method = Method.AUTO,

@@ -124,7 +124,7 @@ class KernelRef:
 
     def describe(self) -> str:
         what = self.labels[0] if self.labels else self.func
-        return f"#{self.index} {what}"
+        return f"k{self.index} {what}"  # the id the TUI and the plan use
 
 
 @dataclass(frozen=True, eq=False)

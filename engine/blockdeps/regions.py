@@ -23,7 +23,7 @@ def block_regions(scheduled, kernel: int, blocks: Iterable[int] | None = None,
 
     launches, inputs, _ = kernel_inputs(scheduled.module)
     if not 0 <= kernel < len(launches):
-        raise BlockDepsError(f"no kernel #{kernel}; the model has {len(launches)} launches")
+        raise BlockDepsError(f"no kernel k{kernel}; the model has {len(launches)} launches")
     launch = launches[kernel]
     ka = kernel_accesses(scheduled.module[launch.func], launch.func, launch.n_inputs)
     fed = {i.param for i in inputs if i.consumer == kernel}

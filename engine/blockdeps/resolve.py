@@ -13,7 +13,7 @@ from .facts import EdgeBlockMap, KernelRef, ModelBlockDeps
 
 
 def _names(ref: KernelRef) -> list[str]:
-    return [f"#{ref.index}", str(ref.index), ref.func, ref.var, *ref.labels, *ref.ops]
+    return [f"k{ref.index}", f"#{ref.index}", str(ref.index), ref.func, ref.var, *ref.labels, *ref.ops]
 
 
 def resolve_kernel(kernels: tuple[KernelRef, ...], name: str) -> tuple[int, ...]:
@@ -44,7 +44,7 @@ def resolve_edge(deps: ModelBlockDeps, spec: str) -> EdgeBlockMap:
         if not found:
             raise BlockDepsError(f"no kernel edge from '{prod}' (kernel {_list(ps)}) to '{cons}' "
                                  f"(kernel {_list(cs)})")
-        pairs = ", ".join(f"#{e.producer.index}:#{e.consumer.index}" for e in found[:6])
+        pairs = ", ".join(f"k{e.producer.index}:k{e.consumer.index}" for e in found[:6])
         raise BlockDepsError(f"--edge '{spec}' is ambiguous: {pairs}; use kernel indices (#N:#M)")
     prod, cons, ps, cs = tried[0]
     unknown = prod if not ps else cons
@@ -52,7 +52,7 @@ def resolve_edge(deps: ModelBlockDeps, spec: str) -> EdgeBlockMap:
 
 
 def _list(indices) -> str:
-    return ", ".join(f"#{i}" for i in indices[:6]) + (" ..." if len(indices) > 6 else "")
+    return ", ".join(f"k{i}" for i in indices[:6]) + (" ..." if len(indices) > 6 else "")
 
 
 def _suggest(kernels, name: str) -> str:
