@@ -14,7 +14,7 @@ def register(sub, model_cmd) -> None:
     p = model_cmd("blockdeps", "block-level dependencies between kernels (BlockDepend)")
     add_target_arguments(p, blocks=True)
     p.add_argument("--edge", metavar="PRODUCER:CONSUMER",
-                   help="one edge; kernels by index (#3), PrimFunc, var or op label (fire2/squeeze1x1)")
+                   help="one edge; kernels by id (k3), PrimFunc, var or op label (fire2/squeeze1x1)")
     p.add_argument("--method", choices=[m.value for m in Method], default=Method.AUTO.value,
                    help="fast (boxes), exact (element owners), auto (exact where boxes over-approximate)")
     p.add_argument("--few", type=positive_int, default=DEFAULT_FEW_BOUND,
