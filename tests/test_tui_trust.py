@@ -68,6 +68,20 @@ def test_j_and_k_move_the_fusion_table_and_q_quits(tmp_path):
             await pilot.press("k", "a")  # approves the row under the cursor: D1
             assert app.plan.row("D1").status is DecisionStatus.APPROVED
             assert app.plan.row("D2").status is DecisionStatus.PROPOSED
+            await pilot.press("q")  # the approval is not saved: q warns once
+            await pilot.pause()
+            assert app.is_running and "unsaved choices" in " ".join(n.message for n in app._notifications)
+            await pilot.press("q")
+            await pilot.pause()
+        assert app.return_code == 0 and not app.is_running
+    run(go())
+
+
+def test_q_quits_at_once_when_nothing_is_unsaved(tmp_path):
+    async def go():
+        app, _ = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
             await pilot.press("q")
             await pilot.pause()
         assert app.return_code == 0 and not app.is_running

@@ -55,7 +55,7 @@ class WorkbenchApp(App):
         Binding("ctrl+o", "reload_plan", "Reload plan", show=False),
         Binding("d", "toggle_theme", "Light/dark", show=False),
         Binding("question_mark", "help", "Help"),
-        Binding("q", "quit", "Quit", show=False),
+        Binding("q", "quit_asking", "Quit", show=False),
     ]
     CSS = "TabPane { padding: 0; }"
 
@@ -80,6 +80,7 @@ class WorkbenchApp(App):
         self.results: dict[str, object] = {"before": None, "after": None}
         self._generation = 0  # target switches so far: results of an earlier target's analyses are dropped
         self._unsaved_plans: dict[str, PlanState] = {}  # target -> its plan with unsaved choices
+        self._quit_warned = False  # `q` with unsaved plan choices warned once
         self._cancel = threading.Event()
         self._engine_lock = threading.Lock()  # one engine job at a time (TVM state is shared)
 
@@ -327,6 +328,17 @@ class WorkbenchApp(App):
                 then()
 
         self.call_after_refresh(focus)
+
+    async def action_quit_asking(self) -> None:
+        """`q` quits, except the first time while the plan has unsaved choices (lazygit asks
+        too): it says so and a second `q` quits (ctrl+q always quits)."""
+        unsaved = isinstance(self.plan, PlanState) and self.plan.dirty or bool(self._unsaved_plans)
+        if unsaved and not self._quit_warned:
+            self._quit_warned = True
+            self.notify("the fusion plan has unsaved choices: ctrl+s saves it, q again quits without saving",
+                        severity="warning", title="quit?", timeout=8)
+            return
+        await self.action_quit()
 
     def action_search(self) -> None:
         """`/` from any view: the graph's search box."""
