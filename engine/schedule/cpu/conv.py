@@ -65,7 +65,7 @@ def register_tiles(n_out_ch: int, out_w: int, isa: Isa, narrow: bool = False) ->
     for ft in channel_tiles(lanes, narrow):
         if n_out_ch % ft:
             continue
-        cap = max(1, isa.accumulators // max(1, -(-ft // lanes)))
+        cap = isa.max_rows(max(1, -(-ft // lanes)))
         tiles += [(ft, xt) for xt in range(1, min(out_w, cap) + 1) if out_w % xt == 0]
     return sorted(tiles, key=lambda t: (-t[0] * t[1], -t[0]))
 

@@ -22,14 +22,18 @@ class Isa:
     def lanes(self, dtype_bits: int = 32) -> int:
         return max(self.vector_bits // dtype_bits, 1)
 
-    @property
-    def accumulators(self) -> int:
-        """Vector registers a register tile may keep as accumulators: the file less the
-        operand vectors and broadcasts of one reduction step (4), and never more than 18,
-        past which a longer tile gained nothing measurable on AVX-512 and divides fewer
-        output widths."""
-        return min(self.vector_registers - 4, 18)
+    def max_rows(self, operand_vectors: int) -> int:
+        """How many rows of `operand_vectors` accumulator vectors a register tile may hold:
+        the accumulators, the operand vectors one reduction step loads and two broadcasts
+        (AVX2 has no broadcast operand: it is a register, and the next one loads meanwhile)
+        fit the register file, and there are at most 18 accumulators (past which a longer
+        tile gained nothing measurable on AVX-512 and divides fewer output widths). AVX2:
+        13 rows of one vector (squeezenet's 13-wide maps in one tile), 6 of two."""
+        fit = (self.vector_registers - operand_vectors - 2) // operand_vectors
+        return max(1, min(fit, MAX_ACCUMULATORS // operand_vectors))
 
+
+MAX_ACCUMULATORS = 18
 
 AVX512 = Isa("avx512", 512, 32)
 AVX2 = Isa("avx2", 256, 16)

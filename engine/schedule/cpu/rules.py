@@ -91,7 +91,7 @@ class Matmul(ScheduleRule):
         half = max(isa.lanes() // 2, 1)
         its = [d for d in range(1, 9) if n_i % d == 0]
         jts = [d for d in range(half, 8 * half + 1, half) if n_j % d == 0]
-        fits = [(i, j) for i in its for j in jts if i * -(-j // isa.lanes()) <= isa.accumulators]
+        fits = [(i, j) for i in its for j in jts if i <= isa.max_rows(-(-j // isa.lanes()))]
         return sorted(fits, key=lambda t: (-t[1], -t[0]))
 
     def apply(self, func, target):
