@@ -91,6 +91,20 @@ def strip_preproc(func: tirx.PrimFunc) -> tirx.PrimFunc:
 
 
 
+# Below this many FLOPs a fused group may run serially (about 2 us on one core: less than
+# waking the thread pool).
+SERIAL_FLOPS = 1 << 19
+
+
+def _flops(func: tirx.PrimFunc) -> float:
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    try:
+        return float(estimate_tir_flops(tvm.IRModule({"main": func})))
+    except Exception:  # pylint: disable=broad-except  # unknown to the estimate: not tiny
+        return float(SERIAL_FLOPS)
+
+
 class Group:
     """The members' knob spaces, the layout space and the fused kernel of any point.
 
@@ -109,7 +123,11 @@ class Group:
         if any(not v for v in self.variants):
             raise ValueError("a member has no CPU schedule")
         cores = num_cores(target)
-        tasks = sorted({1} | {cores * k for k in (1, 2, 4, 8)})  # 1: serial, for tiny groups
+        # 1 task (serial) only for tiny groups: timed alone with hot caches it can beat the
+        # pool on a mid-size group (fire_module's expands: 0.111 vs 0.114 ms) and then loses
+        # the other cores inside the model (1.43x slower end to end)
+        tiny = sum(_flops(f) for f in funcs) < SERIAL_FLOPS
+        tasks = sorted(({1} if tiny else set()) | {cores * k for k in (1, 2, 4, 8)})
         self.layouts = [CpuLayout(True, t) for t in tasks] + [CpuLayout(True, 0)]
         self.shares = [cores * k for k in SHARE_STEPS] + [0]  # 0: natural (one chunk per iteration)
         self._member = lru_cache(maxsize=None)(self._member_uncached)

@@ -123,7 +123,10 @@ def cotune_plan(mod: tvm.IRModule, unscheduled: tvm.IRModule, ctx, plan, trials:
 
 
 def _config(group: Group, rec: CotuneRecord) -> GroupConfig | None:
-    """The stored configuration on this group's variants (None if a knob no longer exists)."""
+    """The stored configuration on this group's variants (None if a knob or the layout is no
+    longer in the space: the search runs again)."""
+    if rec.layout.sliced and rec.layout not in group.layouts:
+        return None
     knobs = []
     for m, values in enumerate(rec.knobs):
         found = [k for k, (v, _) in enumerate(group.variants[m]) if tuple(v) == tuple(values)]
