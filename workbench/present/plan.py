@@ -36,8 +36,11 @@ def launch_text(gain) -> str:
 
 
 def reread_text(gain) -> str:
+    # a producer block's share of the intermediate: what one block pair keeps in cache
+    per_block = gain.reread_bytes / max(gain.member_chunks[0], 1) if gain.member_chunks else gain.reread_bytes
     return (f"intermediate {gain.reread_bytes / 1024:.0f} KiB re-read by the block that wrote it (from cache, "
-            f"estimated); still written to memory, 0 bytes kept off DRAM")
+            f"estimated; cache footprint {per_block / 1024:.1f} KiB per producer block); still written to "
+            f"memory, 0 bytes kept off DRAM")
 
 
 def _decision_lines(d: FusionDecision, unit: str = "chunks") -> list[str]:
