@@ -78,3 +78,13 @@ def test_bad_files(tmp_path):
         load_plan(bad)
     with pytest.raises(PlanError, match="not found"):
         load_plan(tmp_path / "missing.json")
+
+
+def test_block_level_memory_line_states_the_cache_footprint_per_producer_block():
+    from engine.parallel.plan import Gain
+    from workbench.present.plan import reread_text
+
+    gain = Gain(1, 1, (4, 8), 4, 1.0, 1.0, 4.0, reread_bytes=8192)
+    text = reread_text(gain)
+    assert "intermediate 8 KiB" in text and "cache footprint 2.0 KiB per producer block" in text
+    assert "0 bytes kept off DRAM" in text  # the intermediate is still written: nothing claimed
