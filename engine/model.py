@@ -88,13 +88,17 @@ def zoo_names() -> list[str]:
     return sorted(p.stem.removeprefix("light_") for p in ZOO_DIR.glob("light_*.onnx"))
 
 
+def _generated_samples() -> dict:
+    from sample_models.build_samples import GENERATED  # seeded, written on first use
+
+    return GENERATED
+
+
 def names_a_model(spec: str) -> bool:
     """Whether `spec` could be a model: a path, a bundled or generated sample name, zoo:NAME."""
     if spec.startswith(ZOO_PREFIX) or Path(spec).exists() or Path(spec).suffix or "/" in spec:
         return True
-    from sample_models.build_samples import GENERATED
-
-    return (SAMPLE_DIR / f"{spec}.onnx").is_file() or spec in GENERATED
+    return (SAMPLE_DIR / f"{spec}.onnx").is_file() or spec in _generated_samples()
 
 
 def resolve_path(spec: str) -> Path:
@@ -108,11 +112,10 @@ def resolve_path(spec: str) -> Path:
     path = Path(spec)
     if not path.exists() and not path.suffix and (SAMPLE_DIR / f"{spec}.onnx").is_file():
         return SAMPLE_DIR / f"{spec}.onnx"
-    if not path.exists() and not path.suffix:
-        from sample_models.build_samples import GENERATED, build_generated  # seeded, written once
+    if not path.exists() and not path.suffix and spec in _generated_samples():
+        from sample_models.build_samples import build_generated
 
-        if spec in GENERATED:
-            return Path(build_generated(spec, str(SAMPLE_DIR)))
+        return Path(build_generated(spec, str(SAMPLE_DIR)))
     if not path.exists():
         raise ModelLoadError(f"model file not found: {spec}")
     if not path.is_file():

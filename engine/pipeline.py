@@ -183,24 +183,20 @@ def _skip_reason(stage: Stage, options: CompileOptions) -> str:
 
 # --- stages -------------------------------------------------------------------------------
 
-_PRE_FUSION = [relax.transform.DecomposeOpsForInference(), relax.transform.LegalizeOps(),
-               relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant()]
-
-
-def _pre_fusion(spec, target) -> list:
-    """_PRE_FUSION with the target's own passes and legalizations (TargetSpec.relax_passes,
-    TargetSpec.legalize)."""
-    extra = spec.relax_passes(target) if spec.relax_passes is not None else []
-    if spec.legalize is None:
-        return [*extra, *_PRE_FUSION]
-    legalize = relax.transform.LegalizeOps(customize_legalize_map=spec.legalize())
-    return [*extra, _PRE_FUSION[0], legalize, *_PRE_FUSION[2:]]
+def _pre_fusion(spec=None, target=None) -> list:
+    """The passes before FuseOps, with the target's own passes and legalizations when a
+    target row is given (TargetSpec.relax_passes, TargetSpec.legalize)."""
+    extra = spec.relax_passes(target) if spec is not None and spec.relax_passes is not None else []
+    custom = spec.legalize() if spec is not None and spec.legalize is not None else None
+    return [*extra, relax.transform.DecomposeOpsForInference(),
+            relax.transform.LegalizeOps(customize_legalize_map=custom),
+            relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant()]
 
 
 def fuse_module(mod: tvm.IRModule) -> tvm.IRModule:
     """The fuse stage's passes without the kernel tracing: for tests and tools that need
     the fused, unscheduled kernels of a Relax module."""
-    return relax.transform.FuseTIR()(relax.transform.FuseOps()(tvm.transform.Sequential(_PRE_FUSION)(mod)))
+    return relax.transform.FuseTIR()(relax.transform.FuseOps()(tvm.transform.Sequential(_pre_fusion())(mod)))
 
 
 def _import(ctx: CompileContext) -> str:

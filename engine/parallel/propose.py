@@ -128,8 +128,11 @@ def _decision(did: str, group: ParallelGroup, stage: Stage, fit, model, launch) 
     shown = kept if len(kept) >= 2 else [(m, 1) for m in stage.members]
     members = tuple(MemberRef(m.kernel, m.func, m.ops, m.labels, m.signature, m.out_shape, m.flops,
                               m.chunks) for m, _ in shown)
-    gain = estimate_gain(model, [m.flops for m in members], [m.chunks for m in members],
-                         [s for _, s in shown])
+    def estimate(fused_chunks=None):
+        return estimate_gain(model, [m.flops for m in members], [m.chunks for m in members],
+                             [s for _, s in shown], fused_chunks)
+
+    gain = estimate()
     leg = stage.legality
     evidence = Evidence(group.fork_label, group.branches, leg.no_path, leg.no_member_reads_another,
                         leg.launch_after, leg.first_consumer, leg.reorder_needed,
@@ -146,8 +149,7 @@ def _decision(did: str, group: ParallelGroup, stage: Stage, fit, model, launch) 
         try:
             shape = launch([m.kernel for m in members])
             if shape is not None:  # the generated grid, which may regroup the members' blocks
-                gain = estimate_gain(model, [m.flops for m in members], [m.chunks for m in members],
-                                     [s for _, s in shown], fused_chunks=shape.blocks).with_launch(shape)
+                gain = estimate(shape.blocks).with_launch(shape)
         except FusionUnsupported as err:
             status, reason = DecisionStatus.REJECTED, f"the code generator refuses the group: {err}"
     return FusionDecision(DecisionId(did), kind, stage.index, members, gain, evidence, status, reason)

@@ -20,6 +20,7 @@ from tvm.target import Target
 from engine.schedule.cpu.common import PREPROC_ATTR, ScheduleRule, blocks_of, is_reduction_block, num_cores, parallelize
 from engine.schedule.cpu.isa import Isa, isa_of
 
+
 def _var_of(expr):
     return expr if isinstance(expr, tirx.Var) else None
 
@@ -71,7 +72,7 @@ def register_tiles(n_out_ch: int, out_w: int, isa: Isa, narrow: bool = False) ->
 
 
 def _choose_tile(n_out_ch: int, out_w: int, isa: Isa, narrow: bool = False) -> tuple[int, int] | None:
-    """The default (ft, xt): among the widest tile per channel width, the most accumulators."""
+    """The default (ft, xt): the most accumulators, the wider channel tile on a tie."""
     tiles = register_tiles(n_out_ch, out_w, isa, narrow)
     return tiles[0] if tiles else None
 

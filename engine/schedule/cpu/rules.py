@@ -71,17 +71,14 @@ class Matmul(ScheduleRule):
     """[batch..] C[i, j] = sum_k A[.., i, k] * B[.., k, j] (+ injective epilogue).
 
     Register tile it x jt with j (contiguous in B and C) vectorised, k outside the tile,
-    parallel over (batch, i-tiles, j-tiles).
+    parallel over (batch, j-tiles, i-tiles) from MIN_PARALLEL_MACS on: consecutive chunks
+    share a column panel of B, which a 2-D weight B has contiguous (prepacked [J/jt, K, jt]).
     """
 
     name = "matmul"
 
-    def __init__(self, tile: tuple[int, int] | None = None, pack: bool = True, j_outer: bool = True,
-                 parallel: bool | None = None):
+    def __init__(self, tile: tuple[int, int] | None = None):
         self.tile = tile  # (it, jt) fixed instead of chosen: the tuner's knob space
-        self.pack = pack
-        self.j_outer = j_outer
-        self.parallel = parallel  # None: by the amount of work (MIN_PARALLEL_MACS)
 
     @staticmethod
     def tiles(n_i: int, n_j: int, isa: Isa) -> list[tuple[int, int]]:
@@ -124,7 +121,7 @@ class Matmul(ScheduleRule):
             return None
         it, jt = self.tile or options[0]
         b_buf = stmt.reads[1].source
-        if self.pack and len(b_buf.ty.shape) == 2 and any(b_buf.same_as(p) for p in func.params):
+        if len(b_buf.ty.shape) == 2 and any(b_buf.same_as(p) for p in func.params):
             # A weight [K, J] -> [J/jt, K, jt]: each column tile's panel is contiguous
             wpack = sch.cache_read(mm, 1, "global")
             sch.transform_layout(wpack, ("write", 0), lambda k_, j_: (j_ // jt, k_, j_ % jt))
@@ -133,14 +130,9 @@ class Matmul(ScheduleRule):
         *batch, i, j, k = loops
         io, ii = sch.split(i, [None, it])
         jo, ji = sch.split(j, [None, jt])
-        if self.j_outer:
-            sch.reorder(*batch, jo, io, k, ii, ji)
-            par = sch.fuse(*batch, jo, io)
-        else:
-            sch.reorder(*batch, io, jo, k, ii, ji)
-            par = sch.fuse(*batch, io, jo)
-        macs = math.prod(int(iv.dom.extent) for iv in stmt.iter_vars)
-        if self.parallel if self.parallel is not None else macs >= MIN_PARALLEL_MACS:
+        sch.reorder(*batch, jo, io, k, ii, ji)
+        par = sch.fuse(*batch, jo, io)
+        if math.prod(int(iv.dom.extent) for iv in stmt.iter_vars) >= MIN_PARALLEL_MACS:
             sch.parallel(par)
         consumers = [b for b in blocks_of(sch) if not sch.get(b).same_as(sch.get(mm))]
         if consumers:
