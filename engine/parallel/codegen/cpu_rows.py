@@ -1,0 +1,386 @@
+"""Row-band block-level fusion for llvm: BlockDepend's one-to-few (halo) case, with the
+intermediate kept in a per-task scratch buffer instead of main memory.
+
+A conv-like kernel's parallel loop runs chunks `o * H + y` (an outer tile o, output row y
+innermost); a consumer chunk of row y reads a window of the producer's rows (a 3x3 conv:
+rows y-1..y+1; a 1x1 conv or depthwise -> pointwise: row y). The fused kernel runs one
+parallel task per band of the consumer's rows; for each of its rows y it first computes
+the producer rows that row needs and the task has not computed yet (every tile o), then
+row y of the consumer. So a producer row is consumed while it is in the core's cache, and
+the intermediate lives in a scratch buffer of the task holding only the band's rows (plus
+the halo, which neighbouring tasks both compute: halo by recomputation). A consumer's own
+row stages (a padding pass, an input repack) join the chain with their buffers in scratch
+too. The row structure is read from the stages' write/read boxes (engine.blockdeps), so
+any kernel with chunks `o * H + y` and row windows `clamp(s*y + a .. s*y + a + k)` fits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import tvm
+import tvm_ffi
+from tvm import ir, tirx
+from tvm.s_tir import SBlock, SBlockRealize
+
+from engine.blockdeps.facts import AccessKind
+from engine.blockdeps.footprints import block_boxes
+from engine.blockdeps.index_eval import Unsupported
+from engine.blockdeps.kernel_access import kernel_accesses
+from engine.parallel.codegen.cpu import CpuStage, cpu_member
+from engine.parallel.tir_util import FusionUnsupported, fresh_copy, fused_func, substitute
+
+I64 = "int64"
+
+
+def _c(v: int):
+    return tirx.const(int(v), I64)
+
+
+@dataclass(frozen=True)
+class RowWindow:
+    """Rows [clamp(stride*y + offset), clamp(stride*y + offset + size)) of a buffer with
+    `rows` rows are what row y of the next stage reads."""
+
+    stride: int
+    offset: int
+    size: int
+    rows: int
+
+    def lo(self, y: int) -> int:
+        return min(max(self.stride * y + self.offset, 0), self.rows)
+
+    def hi(self, y: int) -> int:
+        return min(max(self.stride * y + self.offset + self.size, 0), self.rows)
+
+    def lo_expr(self, y):
+        return tirx.min(tirx.max(y * _c(self.stride) + _c(self.offset), _c(0)), _c(self.rows))
+
+    def hi_expr(self, y):
+        return tirx.min(tirx.max(y * _c(self.stride) + _c(self.offset + self.size), _c(0)), _c(self.rows))
+
+
+@dataclass(frozen=True, eq=False)
+class RowStage:
+    """A parallel stage whose chunk o*rows + y writes row y (axis `dim`) of `out`."""
+
+    stage: CpuStage
+    out: ir.Var
+    dim: int
+    rows: int
+    window: RowWindow | None  # rows of the previous stage's buffer it reads (None: the first)
+
+    @property
+    def tiles(self) -> int:
+        return self.stage.chunks // self.rows
+
+
+def _stage_func(stage: CpuStage, params: list) -> tirx.PrimFunc:
+    loop = tirx.For(stage.loop_var, _c(0), _c(stage.chunks), tirx.ForKind.PARALLEL, stage.body)
+    return tirx.PrimFunc(params, loop)
+
+
+def _row_dim(lo: np.ndarray, hi: np.ndarray, shape, chunks: int) -> tuple[int, int] | None:
+    """(axis, rows) along which chunk c writes exactly row c % rows, or None."""
+    ids = np.arange(chunks)
+    for d, n in enumerate(shape):
+        n = int(n)
+        if n > 1 and chunks % n == 0 and np.all(hi[:, d] - lo[:, d] == 1) and np.array_equal(lo[:, d], ids % n):
+            return d, n
+    return None
+
+
+def _fit_window(lo: np.ndarray, hi: np.ndarray, rows_in: int) -> RowWindow | None:
+    """The clamped affine window covering the rows [lo[y], hi[y]) each row y reads."""
+    live = np.flatnonzero(hi > lo)
+    if len(live) == 0:
+        return None
+    ys = live
+    strides = {int(lo[b] - lo[a]) // (b - a) for a, b in zip(ys[:-1], ys[1:]) if (lo[b] - lo[a]) % (b - a) == 0}
+    for s in sorted(strides or {0}):
+        if s < 0:
+            continue
+        offset = int(np.min(lo[ys] - s * ys))
+        size = int(np.max(hi[ys] - s * ys)) - offset
+        w = RowWindow(s, offset, size, rows_in)
+        if all(w.lo(int(y)) <= lo[y] and w.hi(int(y)) >= hi[y] for y in ys):
+            return w
+    return None
+
+
+def _boxes(stage: CpuStage, params: list, param: int, kind: AccessKind, n_inputs: int):
+    try:
+        ka = kernel_accesses(_stage_func(stage, params), "stage", n_inputs)
+        if ka.grid.blocks != stage.chunks:
+            raise FusionUnsupported("a stage's parallel loop is not its grid")
+        return block_boxes(ka, param, kind)
+    except Unsupported as err:
+        raise FusionUnsupported(f"a stage's accesses cannot be read: {err}") from None
+
+
+def row_stage(stage: CpuStage, out: ir.Var, prev: RowStage | None, name: str) -> RowStage:
+    """The row structure of `stage` writing `out` (and reading `prev.out`); FusionUnsupported
+    when it has none."""
+    if stage.loop_var is None:
+        raise FusionUnsupported(f"{name}: a serial stage has no rows")
+    params = [out] if prev is None else [prev.out, out]
+    w = _boxes(stage, params, len(params) - 1, AccessKind.WRITE, len(params) - 1)
+    found = _row_dim(w.lo, w.hi, out.ty.shape, stage.chunks)
+    if found is None:
+        raise FusionUnsupported(f"{name}: its parallel chunks do not write one row each (o * rows + y)")
+    dim, rows = found
+    window = None
+    if prev is not None:
+        r = _boxes(stage, params, 0, AccessKind.READ, 1)
+        lo = r.lo[:, prev.dim].reshape(-1, rows)
+        hi = r.hi[:, prev.dim].reshape(-1, rows)
+        empty = np.any(r.hi <= r.lo, axis=1).reshape(-1, rows)
+        lo, hi = np.where(empty, 0, lo), np.where(empty, 0, hi)
+        if not (np.all(lo == lo[0]) and np.all(hi == hi[0])):
+            raise FusionUnsupported(f"{name}: the rows a chunk reads depend on more than its row")
+        window = _fit_window(lo[0], hi[0], prev.rows)
+        if window is None or window.size >= prev.rows:
+            raise FusionUnsupported(f"{name}: each row reads all rows of its input (no row locality)")
+    return RowStage(stage, out, dim, rows, window)
+
+
+def _region_ty(region):
+    return region.ty
+
+
+def _rebase(node, buf: ir.Var, scratch: ir.Var, dim: int, base, order: tuple[int, ...]):
+    """`node` with every access of `buf` moved to `scratch`: row index minus `base`, axes
+    in `order` (scratch axis i is buffer axis order[i])."""
+    h = buf.__chandle__()
+
+    def idx(indices):
+        out = list(indices)
+        out[dim] = out[dim] - base
+        return [out[a] for a in order]
+
+    def on_load(n):
+        return tirx.BufferLoad(scratch, idx(n.indices)) if n.source.__chandle__() == h else n
+
+    def on_store(n):
+        return tirx.BufferStore(scratch, n.value, idx(n.indices)) if n.buffer.__chandle__() == h else n
+
+    def on_region(n):
+        if n.source.__chandle__() != h:
+            return n
+        region = list(n.region)
+        region[dim] = ir.Range.from_min_extent(region[dim].min - base, region[dim].extent)
+        return ir.TensorRegion(scratch, [region[a] for a in order], n.ty)
+
+    return tvm_ffi.structural_map(node, [(ir.expr.TensorLoad, on_load), (tirx.BufferStore, on_store),
+                                         (ir.TensorRegion, on_region)])
+
+
+def vector_axis(stage: CpuStage, buf: ir.Var) -> int | None:
+    """The axis of `buf` the stage's vectorised stores run along (a conv epilogue writing
+    NCHW from channel-vector accumulators: the channel axis), or None."""
+    vec: set[int] = set()
+    tvm_ffi.structural_walk(stage.body, (tirx.For, lambda f: vec.add(f.loop_var.__chandle__())
+                                         if f.kind == tirx.ForKind.VECTORIZED else None))
+    h, axes = buf.__chandle__(), set()
+
+    def uses_vec(e) -> bool:
+        found = [False]
+        tvm_ffi.structural_walk(e, (ir.Var, lambda v: found.__setitem__(0, found[0] or v.__chandle__() in vec)))
+        return found[0]
+
+    def on_realize(r):
+        binding = {iv.var.__chandle__(): uses_vec(val) for iv, val in zip(r.block.iter_vars, r.iter_values)}
+
+        def on_store(st):
+            if st.buffer.__chandle__() != h:
+                return
+            for a, index in enumerate(st.indices):
+                names: list[bool] = []
+                tvm_ffi.structural_walk(index, (ir.Var, lambda v: names.append(
+                    binding.get(v.__chandle__(), v.__chandle__() in vec))))
+                if any(names):
+                    axes.add(a)
+
+        tvm_ffi.structural_walk(r.block.body, (tirx.BufferStore, on_store))
+
+    tvm_ffi.structural_walk(stage.body, (SBlockRealize, on_realize))
+    return axes.pop() if len(axes) == 1 else None
+
+
+def scratch_order(st: "RowStage") -> tuple[int, ...]:
+    """Axis order of a chain buffer's scratch: as the buffer, but the axis the writer's
+    vector stores run along innermost, so they are contiguous stores instead of scatters
+    (the scratch is private to the fused kernel: its layout is free)."""
+    n = len(st.out.ty.shape)
+    v = vector_axis(st.stage, st.out)
+    if v is None or v == n - 1:
+        return tuple(range(n))
+    return tuple(a for a in range(n) if a != v) + (v,)
+
+
+def _rows_of(st: RowStage, tile, row):
+    """The stage's body for chunk tile*rows + row: `chunk // rows` and `chunk % rows` become
+    the tile and row themselves, so no division is left in the inner loops."""
+    v, n = st.stage.loop_var, st.rows
+    h = v.__chandle__()
+    cast = (lambda e: e) if str(v.ty) == I64 else (lambda e: tirx.Cast(str(v.ty), e))
+
+    def on_div(e):
+        if isinstance(e.a, ir.Var) and e.a.__chandle__() == h and isinstance(e.b, tirx.IntImm) \
+                and e.b.value % n == 0:
+            q = e.b.value // n
+            return cast(tile if q == 1 else tirx.floordiv(tile, _c(q)))
+        return e
+
+    def on_mod(e):
+        if isinstance(e.a, ir.Var) and e.a.__chandle__() == h and isinstance(e.b, tirx.IntImm) and e.b.value == n:
+            return cast(row)
+        return e
+
+    body = tvm_ffi.structural_map(st.stage.body, [(tirx.FloorDiv, on_div), (tirx.FloorMod, on_mod)], order="pre")
+    return substitute(body, {h: cast(tile * _c(n) + row)})
+
+
+def _rows_loop(st: RowStage, start, stop, name: str) -> tirx.Stmt:
+    """Rows [start, stop) of the stage, every tile (tile outer: a weight tile stays hot)."""
+    o, r = tirx.Var(f"{name}_o", I64), tirx.Var(f"{name}_r", I64)
+    # loops start at 0 (a loop with a variable start lost its offset in the lowering)
+    inner = tirx.For(r, _c(0), stop - start, tirx.ForKind.SERIAL, _rows_of(st, o, start + r))
+    return tirx.For(o, _c(0), _c(st.tiles), tirx.ForKind.SERIAL, inner)
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """How the fused kernel splits the last stage's rows: `tasks` bands of `band` rows."""
+
+    tasks: int
+    band: int
+
+
+def plan_rows(rows: int, tasks: int) -> RowPlan:
+    band = -(-rows // max(1, min(tasks, rows)))
+    return RowPlan(-(-rows // band), band)
+
+
+def _needs(chain: list[RowStage], y: int) -> list[tuple[int, int]]:
+    """Per stage (first .. last-but-one): the rows [lo, hi) of its buffer row y of the last
+    stage needs, through the windows."""
+    lo, hi = y, y + 1
+    out = []
+    for st in reversed(chain[1:]):
+        lo, hi = st.window.lo(lo), st.window.hi(max(hi - 1, lo))
+        hi = max(hi, lo)
+        out.append((lo, hi))
+    return out[::-1]
+
+
+def _needs_expr(chain: list[RowStage], y) -> list[tuple[object, object]]:
+    lo, hi = y, y + _c(1)
+    out = []
+    for st in reversed(chain[1:]):
+        lo, hi = st.window.lo_expr(lo), st.window.hi_expr(tirx.max(hi - _c(1), lo))
+        hi = tirx.max(hi, lo)
+        out.append((lo, hi))
+    return out[::-1]
+
+
+def scratch_rows(chain: list[RowStage], plan: RowPlan) -> list[int]:
+    """Rows of scratch each chain buffer (but the last) needs: the most any task spans."""
+    rows = chain[-1].rows
+    most = [0] * (len(chain) - 1)
+    for t in range(plan.tasks):
+        r0, r1 = t * plan.band, min((t + 1) * plan.band, rows)
+        first, last = _needs(chain, r0), _needs(chain, r1 - 1)
+        most = [max(m, hi - lo) for m, (lo, _), (_, hi) in zip(most, first, last)]
+    return most
+
+
+def chain_scratch_bytes(chain: list[RowStage], plan: RowPlan) -> int:
+    """Bytes of one task's scratch buffers."""
+    total = 0
+    for st, n in zip(chain[:-1], scratch_rows(chain, plan)):
+        shape = [int(s) for s in st.out.ty.shape]
+        total += math.prod(shape) // shape[st.dim] * n * st.out.dtype.itemsize
+    return total
+
+
+def fused_rows_body(chain: list[RowStage], plan: RowPlan, name: str = "fused", permute: bool = True) -> tirx.Stmt:
+    """The parallel loop over row bands running the chain with scratch buffers."""
+    t, yy = tirx.Var(f"{name}_task", I64), tirx.Var(f"{name}_y", I64)
+    rows = chain[-1].rows
+    r0 = t * _c(plan.band)
+    r1 = tirx.min(r0 + _c(plan.band), _c(rows))
+    y = r0 + yy
+    now, prev, first = _needs_expr(chain, y), _needs_expr(chain, y - _c(1)), _needs_expr(chain, r0)
+    steps = []
+    for k, st in enumerate(chain[:-1]):
+        lo, hi = now[k]
+        start = tirx.Select(yy == _c(0), lo, tirx.max(prev[k][1], lo))
+        steps.append(_rows_loop(st, start, tirx.max(hi, start), f"{name}_s{k}"))
+    last = chain[-1]
+    o = tirx.Var(f"{name}_o", I64)
+    steps.append(tirx.For(o, _c(0), _c(last.tiles), tirx.ForKind.SERIAL, _rows_of(last, o, y)))
+    body = tirx.For(yy, _c(0), r1 - r0, tirx.ForKind.SERIAL, tirx.SeqStmt(steps))
+    scratch = []
+    for k, (st, n) in enumerate(zip(chain[:-1], scratch_rows(chain, plan))):
+        shape = list(st.out.ty.shape)
+        shape[st.dim] = n
+        order = scratch_order(st) if permute else tuple(range(len(shape)))
+        buf = tirx.decl_buffer([_c(int(shape[a])) for a in order], st.out.dtype, f"{st.out.name}_rows")
+        body = _rebase(body, st.out, buf, st.dim, first[k][0], order)
+        scratch.append(buf)
+    # Allocated by the task itself, around its row loop: an allocation left to the lowering
+    # would be placed at the lowest common scope of its uses, one row step, and the rows
+    # carried from one step to the next would be lost.
+    task = tirx.SeqStmt([tirx.AllocBuffer(b) for b in scratch] + [body])
+    return tirx.For(t, _c(0), _c(plan.tasks), tirx.ForKind.PARALLEL, task)
+
+
+def _stage_output(stage: CpuStage, candidates: list[ir.Var]) -> ir.Var:
+    written = []
+    handles = {c.__chandle__(): c for c in candidates}
+    tvm_ffi.structural_walk(stage.body, (tirx.BufferStore, lambda n: written.append(n.buffer.__chandle__())))
+    hits = {h for h in written if h in handles}
+    if len(hits) != 1:
+        raise FusionUnsupported("a consumer stage writes no single row buffer")
+    return handles[hits.pop()]
+
+
+def row_chain(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str], consumer_param: int):
+    """(producer's earlier stages, the row chain, the parts) of a producer -> consumer pair:
+    the producer's last stage, then every stage of the consumer; FusionUnsupported when a
+    stage has no row structure."""
+    p = cpu_member(fresh_copy(producer), names[0])
+    c = cpu_member(fresh_copy(consumer), names[1])
+    inter = c.parts.inputs[consumer_param]
+    if not tvm_ffi.structural_equal(inter.ty, p.parts.output.ty):
+        raise FusionUnsupported(f"{names[1]} reads the producer's output with another shape (a view)")
+    joined = {inter.__chandle__(): p.parts.output}
+    c_stages = [CpuStage(s.loop_var, s.chunks, substitute(s.body, joined)) for s in c.stages]
+    chain = [row_stage(p.stages[-1], p.parts.output, None, names[0])]
+    owned = list(c.parts.allocs) + [c.parts.output]
+    for k, st in enumerate(c_stages):
+        out = c.parts.output if k == len(c_stages) - 1 else _stage_output(st, owned)
+        chain.append(row_stage(st, out, chain[-1], names[1]))
+    return p, c, chain
+
+
+def fuse_rows_cpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str], consumer_param: int,
+                  tasks: int, permute: bool = True) -> tirx.PrimFunc:
+    """One PrimFunc: the producer's earlier stages, then the row-band chain (see module doc).
+    It takes the producer's inputs and the consumer's other inputs and writes only the
+    consumer's output: the intermediate has no other reader (the caller checks)."""
+    p, c, chain = row_chain(producer, consumer, names, consumer_param)
+    plan = plan_rows(chain[-1].rows, tasks)
+    phases = [s.body if s.loop_var is None else
+              tirx.For(s.loop_var, _c(0), _c(s.chunks), tirx.ForKind.PARALLEL, s.body) for s in p.stages[:-1]]
+    phases.append(fused_rows_body(chain, plan, permute=permute))
+    in_scratch = {st.out.__chandle__() for st in chain[:-1]}
+    c_inputs = tuple(x for i, x in enumerate(c.parts.inputs) if i != consumer_param)
+    allocs = tuple(a for a in p.parts.allocs + c.parts.allocs if a.__chandle__() not in in_scratch)
+    params = list(p.parts.inputs) + list(c_inputs) + [c.parts.output]
+    root = SBlock([], [], [], "root", phases[0] if len(phases) == 1 else tirx.SeqStmt(phases), None, list(allocs))
+    attrs = tvm.ir.make_node("ir.DictAttrs", **{"tirx.is_scheduled": True, "tirx.noalias": True, "op_pattern": 8})
+    return tirx.PrimFunc(params, SBlockRealize([], True, root), ret_type=producer.ret_type, attrs=attrs)
