@@ -88,13 +88,12 @@ def _variants(session, cotune_trials: int, arch: str | None = None):
     co-tuned (`cotune_trials` per method; 0 leaves the variant out); +auto: every proposed
     decision tried, only the measured winners kept (`--approve auto`)."""
     from engine.events import CompileOptions, FusionPolicy
-    from engine.parallel.plan import DecisionKind
     from engine.tuning import TuneOptions
 
     variants: dict[str, object] = {BASE: lambda: CompileOptions(timing=False, arch=arch)}
     plan = session.propose("llvm").plan
-    vertical = [d.id for d in plan.decisions if d.kind is DecisionKind.VERTICAL_BLOCK]
-    horizontal = [d.id for d in plan.decisions if d.kind is not DecisionKind.VERTICAL_BLOCK]
+    vertical = [d.id for d in plan.decisions if d.kind.vertical]
+    horizontal = [d.id for d in plan.decisions if not d.kind.vertical]
 
     def with_plan(ids, cotune=0):
         approved = plan.with_approval(",".join(ids))

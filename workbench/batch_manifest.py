@@ -67,7 +67,7 @@ class Variant(str, enum.Enum):
 
 
 _APPROVED_KINDS = {Variant.PARALLEL: {DecisionKind.HORIZONTAL, DecisionKind.BRANCH_STAGE},
-                   Variant.BLOCK: {DecisionKind.VERTICAL_BLOCK},
+                   Variant.BLOCK: {DecisionKind.VERTICAL_BLOCK, DecisionKind.VERTICAL_ROWS},
                    Variant.BOTH: set(DecisionKind), Variant.COTUNED: set(DecisionKind)}
 
 

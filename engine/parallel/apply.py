@@ -163,13 +163,19 @@ def _fuse(mod, d: FusionDecision, members, ctx, layout):
         raise BlockwiseError(f"{d.id}: a member was already fused by another decision")
     funcs = [c.args[0].name_hint for c in calls]
     codegen = ctx.spec.fusion
+    written = None
     if d.kind is DecisionKind.VERTICAL_BLOCK:
         prim = codegen.vertical(mod[funcs[0]], mod[funcs[1]], funcs, d.evidence.link, ctx.target)
         name = f"vfused_{d.id}"
+    elif d.kind is DecisionKind.VERTICAL_ROWS:
+        if codegen.rows is None:
+            raise BlockwiseError(f"{d.id}: row-band fusion is not implemented for {codegen.target}")
+        prim = codegen.rows.fuse(mod[funcs[0]], mod[funcs[1]], funcs, d.evidence.rows, ctx.target)
+        name, written = f"rfused_{d.id}", (1,)  # the intermediate lives in the kernel's scratch
     else:
         prim = codegen.fuse([mod[f] for f in funcs], funcs, ctx.target, layout)
         name = f"hfused_{d.id}"
-    new, _ = replace_with_fused(mod, members, prim, name)
+    new, _ = replace_with_fused(mod, members, prim, name, written)
     return new, name
 
 

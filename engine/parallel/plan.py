@@ -28,6 +28,12 @@ class DecisionKind(str, enum.Enum):
     HORIZONTAL = "horizontal"  # kernels reading the same fork value, one launch
     BRANCH_STAGE = "branch-stage"  # the s-th kernels of parallel branches (different inputs)
     VERTICAL_BLOCK = "block-level vertical"  # producer->consumer whose block map is one-to-one
+    VERTICAL_ROWS = "row-band vertical"  # producer->consumer, rows one-to-few: scratch per row band
+
+    @property
+    def vertical(self) -> bool:
+        """A producer -> consumer fusion (not parallel operators)."""
+        return self in (DecisionKind.VERTICAL_BLOCK, DecisionKind.VERTICAL_ROWS)
 
 
 class DecisionStatus(str, enum.Enum):
@@ -67,6 +73,12 @@ class Gain:
     # block-level vertical: bytes of the intermediate a block re-reads right after it wrote
     # them (served from cache, estimated); it is still written to memory
     reread_bytes: int = 0
+    # row-band vertical: bytes of intermediates that exist only in per-task scratch (never in
+    # main memory), one task's scratch (its cache footprint), and the producer's extra work
+    # from recomputed halo rows (share of its rows)
+    kept_bytes: int = 0
+    scratch_bytes: int = 0
+    recomputed: float = 0.0
 
     def with_launch(self, shape) -> "Gain":
         """With a fused kernel's launch facts (codegen LaunchShape; None: unchanged)."""
@@ -109,6 +121,29 @@ class BlockLink:
 
 
 @dataclass(frozen=True)
+class RowLink:
+    """Why a producer->consumer pair can run by row bands (engine.parallel.codegen.cpu_rows):
+    both kernels' parallel chunks are (tile, row), and each consumer row reads a window of
+    the producer's rows (per-chunk footprints, engine.blockdeps)."""
+
+    consumer_param: int  # the consumer's parameter that reads the producer's output
+    rows: int  # the consumer's output rows
+    tasks: int  # row bands, one parallel task each
+    band: int  # rows per band
+    windows: tuple[str, ...]  # per consumer stage: which rows of its input row y reads
+    producer_chunks: int
+    consumer_chunks: int
+    regions_saved: int  # parallel loops that disappear (the consumer's stages)
+    kept_bytes: int
+    scratch_bytes: int
+    recomputed: float
+
+    def describe(self) -> str:
+        return (f"row bands: {self.tasks} tasks of {self.band} of {self.rows} rows; "
+                + "; ".join(self.windows))
+
+
+@dataclass(frozen=True)
 class Evidence:
     fork: str  # the value the group forks from
     branches: tuple[tuple[int, ...], ...]  # kernel indices of the group's branches
@@ -120,6 +155,7 @@ class Evidence:
     heterogeneous: bool
     dropped: tuple[str, ...] = ()  # members left out, with the reason
     link: BlockLink | None = None  # block-level vertical decisions: the block map behind them
+    rows: RowLink | None = None  # row-band vertical decisions: the row structure behind them
 
 
 @dataclass(frozen=True)
@@ -226,8 +262,10 @@ def _decision_from(d: dict) -> FusionDecision:
     gain = Gain(**{k: _tuple(v) for k, v in d["gain"].items()})
     ev = dict(d["evidence"])
     link = ev.pop("link", None)
+    rows = ev.pop("rows", None)
     evidence = Evidence(**{k: _tuple(v) for k, v in ev.items()},
-                        link=BlockLink(**{**link, "pattern": LinkPattern(link["pattern"])}) if link else None)
+                        link=BlockLink(**{**link, "pattern": LinkPattern(link["pattern"])}) if link else None,
+                        rows=RowLink(**{k: _tuple(v) for k, v in rows.items()}) if rows else None)
     return FusionDecision(DecisionId(d["id"]), DecisionKind(d["kind"]), int(d["stage"]), members,
                           gain, evidence, DecisionStatus(d["status"]), d.get("reason", ""))
 

@@ -35,8 +35,10 @@ def call_of(mod: tvm.IRModule, var: relax.Var):
 
 
 def replace_with_fused(mod: tvm.IRModule, members: list[relax.Var], fused: tirx.PrimFunc,
-                       name: str) -> tuple[tvm.IRModule, relax.Var]:
-    """A new module whose `main` calls `fused` once instead of the members' kernels."""
+                       name: str, written: tuple[int, ...] | None = None) -> tuple[tvm.IRModule, relax.Var]:
+    """A new module whose `main` calls `fused` once instead of the members' kernels.
+    `written`: the members whose outputs the fused kernel writes (None: all); the others'
+    outputs live only inside it, so nothing else in `main` may read them."""
     main = mod["main"]
     blocks = list(main.body.blocks)
     where = {key(b.var): i for i, blk in enumerate(blocks) for b in blk.bindings}
@@ -61,13 +63,21 @@ def replace_with_fused(mod: tvm.IRModule, members: list[relax.Var], fused: tirx.
     roots = alias_roots(bindings)
     args = [a for c in calls for a in call_args(c)
             if not (isinstance(a, relax.Var) and roots.get(key(a), key(a)) in inner)]
-    call = bb.normalize(relax.call_tir(gv, relax.Tuple(args),
-                                       [bindings[p].var.ty for p in member_pos]))
+    kept = [p for i, p in enumerate(member_pos) if written is None or i in written]
+    hidden = {key(bindings[p].var) for p in member_pos if p not in kept}
+    if hidden and any(roots.get(key(v), key(v)) in hidden for b in bindings if key(b.var) not in inner
+                      and not isinstance(b.value, relax.Var) for v in relax.analysis.free_vars(b.value)):
+        raise FusionUnsupported("an output the fused kernel keeps inside is read elsewhere")
+    call = bb.normalize(relax.call_tir(gv, relax.Tuple(args), [bindings[p].var.ty for p in kept]))
     var_cls = relax.DataflowVar if isinstance(block, relax.DataflowBlock) else relax.Var
-    tuple_var = var_cls(name, call.ty)
-    fused_bindings = [relax.VarBinding(tuple_var, call)] + [
-        relax.VarBinding(bindings[p].var, relax.TupleGetItem(tuple_var, i))
-        for i, p in enumerate(member_pos)]
+    if len(kept) == 1:  # one output: the call returns a tensor, bound to that member's Var
+        tuple_var = bindings[kept[0]].var
+        fused_bindings = [relax.VarBinding(tuple_var, call)]
+    else:
+        tuple_var = var_cls(name, call.ty)
+        fused_bindings = [relax.VarBinding(tuple_var, call)] + [
+            relax.VarBinding(bindings[p].var, relax.TupleGetItem(tuple_var, i))
+            for i, p in enumerate(kept)]
 
     # Stable topological order: nodes are the other bindings plus one node for the fusion.
     FUSED = -1

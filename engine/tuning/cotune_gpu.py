@@ -25,7 +25,6 @@ from tvm import tirx
 from engine.gpu_devices import GpuDevice, device_for_arch
 from engine.parallel.codegen.gpu import GpuMember, gpu_member
 from engine.parallel.codegen.gpu_horizontal import GpuLayout, plan_phase
-from engine.parallel.plan import DecisionKind
 from engine.parallel.tir_util import FusionUnsupported, buffer_bytes
 from engine.errors import one_line
 from engine.tuning.gpu_estimate import MemberLoad, Rates, launch_us
@@ -161,7 +160,7 @@ def cotune_plan_gpu(mod: tvm.IRModule, unscheduled: tvm.IRModule, ctx, plan, tri
     model = ctx.spec.cost_model(ctx.target)
     records = []
     for d in plan.approved():
-        if d.kind is DecisionKind.VERTICAL_BLOCK:
+        if d.kind.vertical:
             continue
         names = [ctx.kernels[k].func for k in d.kernels]
         try:

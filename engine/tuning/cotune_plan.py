@@ -22,7 +22,6 @@ import tvm
 from engine.schedule.cpu.rules import is_scheduled
 from engine.errors import BlockwiseError, one_line
 from engine.parallel.codegen.cpu import CpuLayout
-from engine.parallel.plan import DecisionKind
 from engine.tuning.cotune import Group, GroupConfig, compare_cotuning
 from engine.tuning.database import TuneStore, workload_key
 from engine.tuning.kernel import as_kernel
@@ -85,7 +84,7 @@ def cotune_plan(mod: tvm.IRModule, unscheduled: tvm.IRModule, ctx, plan, trials:
     saved = _load(store)
     records = []
     for d in plan.approved():
-        if d.kind is DecisionKind.VERTICAL_BLOCK:
+        if d.kind.vertical:
             continue  # co-tuning is for horizontal groups
         names = [ctx.kernels[k].func for k in d.kernels]
         funcs = [unscheduled[n] for n in names]

@@ -3,6 +3,7 @@
     codegen.member(prim, name)                 -> .chunks, .stages; FusionUnsupported if not fusable
     codegen.fuse(funcs, names, target, layout) -> one horizontally fused PrimFunc
     codegen.vertical(producer, consumer, ...)  -> one block-level fused PrimFunc (where supported)
+    codegen.rows.link / .fuse                  -> row-band fusion (engine.parallel.codegen.cpu_rows)
 """
 
 from __future__ import annotations
@@ -14,8 +15,18 @@ import tvm
 from tvm import tirx
 
 from engine.errors import CompileError
-from engine.parallel.codegen import cpu, gpu, gpu_horizontal, gpu_vertical
+from engine.parallel.codegen import cpu, cpu_rows, gpu, gpu_horizontal, gpu_vertical
 from engine.schedule.cpu.common import num_cores
+
+
+@dataclass(frozen=True)
+class RowFusion:
+    """Row-band vertical fusion of a target: `link(producer, consumer, names, consumer_param,
+    target)` -> plan.RowLink (FusionUnsupported: no row structure); `fuse(producer, consumer,
+    names, link, target)` -> the fused PrimFunc, which writes only the consumer's output."""
+
+    link: Callable[[tirx.PrimFunc, tirx.PrimFunc, list, int, object], object]
+    fuse: Callable[[tirx.PrimFunc, tirx.PrimFunc, list, object, object], tirx.PrimFunc]
 
 
 @dataclass(frozen=True)
@@ -34,6 +45,7 @@ class FusionCodegen:
     # (funcs, names, link or None, target) -> gpu_horizontal.LaunchShape of the fused kernel; None:
     # the target has no launch shape to report
     launch_shape: Callable[[list, list, object, object], object] | None = None
+    rows: RowFusion | None = None  # None: no row-band fusion for this target
 
     @property
     def fuses_vertically(self) -> bool:
@@ -76,9 +88,12 @@ def _vertical_gpu(producer, consumer, names, link, target=None):
     return gpu_vertical.fuse_vertical_gpu(producer, consumer, names, link, **_gpu_limits(target))
 
 
+CPU_ROWS = RowFusion(
+    lambda p, c, names, param, target: cpu_rows.row_link(p, c, names, param, num_cores(target)),
+    lambda p, c, names, link, target: cpu_rows.fuse_rows_cpu(p, c, names, link.consumer_param, link.tasks))
 CPU_CODEGEN = FusionCodegen("llvm", "parallel chunks", cpu.cpu_member, _fuse_cpu, _cpu_default_layout,
                             lambda p, c, names, link, target=None: cpu.fuse_vertical_cpu(p, c, names, link),
-                            cpu.vertical_member_reason)
+                            cpu.vertical_member_reason, rows=CPU_ROWS)
 GPU_CODEGEN = FusionCodegen("cuda", "thread blocks", gpu.gpu_member, _fuse_gpu,
                             fuse_vertical=_vertical_gpu,
                             vertical_member=gpu_vertical.vertical_member_reason,

@@ -30,7 +30,7 @@ from engine.blockdeps.footprints import block_boxes
 from engine.blockdeps.index_eval import Unsupported
 from engine.blockdeps.kernel_access import kernel_accesses
 from engine.parallel.codegen.cpu import CpuStage, cpu_member
-from engine.parallel.tir_util import FusionUnsupported, fresh_copy, fused_func, substitute
+from engine.parallel.tir_util import FusionUnsupported, fresh_copy, substitute
 
 I64 = "int64"
 
@@ -104,7 +104,7 @@ def _fit_window(lo: np.ndarray, hi: np.ndarray, rows_in: int) -> RowWindow | Non
             continue
         offset = int(np.min(lo[ys] - s * ys))
         size = int(np.max(hi[ys] - s * ys)) - offset
-        w = RowWindow(s, offset, size, rows_in)
+        w = RowWindow(int(s), offset, size, int(rows_in))
         if all(w.lo(int(y)) <= lo[y] and w.hi(int(y)) >= hi[y] for y in ys):
             return w
     return None
@@ -144,10 +144,6 @@ def row_stage(stage: CpuStage, out: ir.Var, prev: RowStage | None, name: str) ->
         if window is None or window.size >= prev.rows:
             raise FusionUnsupported(f"{name}: each row reads all rows of its input (no row locality)")
     return RowStage(stage, out, dim, rows, window)
-
-
-def _region_ty(region):
-    return region.ty
 
 
 def _rebase(node, buf: ir.Var, scratch: ir.Var, dim: int, base, order: tuple[int, ...]):
@@ -253,15 +249,23 @@ def _rows_loop(st: RowStage, start, stop, name: str) -> tirx.Stmt:
 
 @dataclass(frozen=True)
 class RowPlan:
-    """How the fused kernel splits the last stage's rows: `tasks` bands of `band` rows."""
+    """How the fused kernel splits the last stage's `rows`: task t runs rows
+    [t*rows//tasks, (t+1)*rows//tasks), so bands differ by at most one row and the
+    runtime's even split of the tasks gives every core the same number of rows."""
 
     tasks: int
-    band: int
+    rows: int
+
+    def start(self, t: int) -> int:
+        return t * self.rows // self.tasks
+
+    @property
+    def band(self) -> int:
+        return -(-self.rows // self.tasks)
 
 
 def plan_rows(rows: int, tasks: int) -> RowPlan:
-    band = -(-rows // max(1, min(tasks, rows)))
-    return RowPlan(-(-rows // band), band)
+    return RowPlan(max(1, min(tasks, rows)), rows)
 
 
 def _needs(chain: list[RowStage], y: int) -> list[tuple[int, int]]:
@@ -288,10 +292,9 @@ def _needs_expr(chain: list[RowStage], y) -> list[tuple[object, object]]:
 
 def scratch_rows(chain: list[RowStage], plan: RowPlan) -> list[int]:
     """Rows of scratch each chain buffer (but the last) needs: the most any task spans."""
-    rows = chain[-1].rows
     most = [0] * (len(chain) - 1)
     for t in range(plan.tasks):
-        r0, r1 = t * plan.band, min((t + 1) * plan.band, rows)
+        r0, r1 = plan.start(t), plan.start(t + 1)
         first, last = _needs(chain, r0), _needs(chain, r1 - 1)
         most = [max(m, hi - lo) for m, (lo, _), (_, hi) in zip(most, first, last)]
     return most
@@ -309,9 +312,8 @@ def chain_scratch_bytes(chain: list[RowStage], plan: RowPlan) -> int:
 def fused_rows_body(chain: list[RowStage], plan: RowPlan, name: str = "fused", permute: bool = True) -> tirx.Stmt:
     """The parallel loop over row bands running the chain with scratch buffers."""
     t, yy = tirx.Var(f"{name}_task", I64), tirx.Var(f"{name}_y", I64)
-    rows = chain[-1].rows
-    r0 = t * _c(plan.band)
-    r1 = tirx.min(r0 + _c(plan.band), _c(rows))
+    r0 = tirx.floordiv(t * _c(plan.rows), _c(plan.tasks))
+    r1 = tirx.floordiv((t + _c(1)) * _c(plan.rows), _c(plan.tasks))
     y = r0 + yy
     now, prev, first = _needs_expr(chain, y), _needs_expr(chain, y - _c(1)), _needs_expr(chain, r0)
     steps = []
@@ -365,6 +367,56 @@ def row_chain(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str]
         out = c.parts.output if k == len(c_stages) - 1 else _stage_output(st, owned)
         chain.append(row_stage(st, out, chain[-1], names[1]))
     return p, c, chain
+
+
+def recomputed_share(chain: list[RowStage], plan: RowPlan) -> float:
+    """Extra producer rows the tasks compute (halo rows computed by two tasks), as a share."""
+    total = 0
+    for t in range(plan.tasks):
+        r0, r1 = plan.start(t), plan.start(t + 1)
+        total += _needs(chain, r1 - 1)[0][1] - _needs(chain, r0)[0][0]
+    return max(total / chain[0].rows - 1.0, 0.0)
+
+
+MAX_RECOMPUTED = 0.1  # the default band count keeps halo recomputation under this share
+
+
+def default_tasks(chain: list[RowStage], cores: int) -> int:
+    """Row bands: the most of (4, 3, 2, 1) x cores whose halo recomputation stays under
+    MAX_RECOMPUTED (measured on a 2-core AVX-512 Xeon: 2-4 bands per core within noise of
+    each other on depthwise -> pointwise; a 3x3 consumer pays 2 halo rows per band)."""
+    rows = chain[-1].rows
+    for per_core in (4, 3, 2, 1):
+        tasks = min(rows, per_core * cores)
+        if recomputed_share(chain, plan_rows(rows, tasks)) <= MAX_RECOMPUTED or per_core == 1:
+            return tasks
+    return min(rows, cores)
+
+
+def _window_text(st: RowStage, prev: RowStage) -> str:
+    w = st.window
+    start = f"{w.stride}*y" if w.stride != 1 else "y"
+    start += f"{w.offset:+d}" if w.offset else ""
+    return f"{st.out.name} row y reads {prev.out.name} rows [{start}, {start}+{w.size})"
+
+
+def row_link(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str], consumer_param: int,
+             cores: int, tasks: int | None = None):
+    """The plan.RowLink of a pair (FusionUnsupported when it has no row structure); the
+    fused kernel is generated once, as the dry run."""
+    from engine.parallel.plan import RowLink
+
+    p, c, chain = row_chain(producer, consumer, names, consumer_param)
+    tasks = tasks or default_tasks(chain, cores)
+    plan = plan_rows(chain[-1].rows, tasks)
+    fuse_rows_cpu(producer, consumer, names, consumer_param, plan.tasks)
+    kept = 0
+    for st in chain[:-1]:
+        kept += math.prod(int(d) for d in st.out.ty.shape) * st.out.dtype.itemsize
+    return RowLink(consumer_param, chain[-1].rows, plan.tasks, plan.band,
+                   tuple(_window_text(st, prev) for prev, st in zip(chain, chain[1:])),
+                   chain[0].stage.chunks, chain[-1].stage.chunks, len(c.stages), kept,
+                   int(chain_scratch_bytes(chain, plan)), round(float(recomputed_share(chain, plan)), 4))
 
 
 def fuse_rows_cpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str], consumer_param: int,

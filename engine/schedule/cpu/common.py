@@ -86,9 +86,12 @@ def loop_kinds(sch: s_tir.Schedule, block) -> list[str]:
     ]
 
 
-def parallelize(sch: s_tir.Schedule, block, cores: int, vectorize: bool = True, lanes: int = 16):
+def parallelize(sch: s_tir.Schedule, block, cores: int, vectorize: bool = True, lanes: int = 16,
+                by_row: bool = False):
     """Parallelise the fused leading spatial loops of ``block``; vectorise its innermost
-    loop when it is spatial (and, in the source layouts, the contiguous one)."""
+    loop when it is spatial (and, in the source layouts, the contiguous one). `by_row`: fuse
+    every outer loop, so a chunk is one row (a conv's padding pass: a row-band fusion
+    (engine.parallel.codegen.cpu_rows) then pads only the rows its band needs)."""
     loops = sch.get_loops(block)
     if not loops:
         return
@@ -120,7 +123,7 @@ def parallelize(sch: s_tir.Schedule, block, cores: int, vectorize: bool = True, 
     # Fuse just enough leading loops for CHUNKS_PER_CORE chunks per core; keeping the rest
     # serial avoids div/mod index math in the inner loops.
     k, prod = 0, 1
-    while k < len(outer) and prod < CHUNKS_PER_CORE * cores:
+    while k < len(outer) and (prod < CHUNKS_PER_CORE * cores or by_row):
         prod *= exts[k]
         k += 1
     if prod <= 1:

@@ -197,7 +197,7 @@ class Conv2dNCHW(ScheduleRule):
                     continue
                 except Exception:  # pylint: disable=broad-except
                     pass
-            parallelize(sch, b, num_cores(target))
+            parallelize(sch, b, num_cores(target), by_row=True)
         if ipack is not None:
             # Write the packed input in its own order (channel lane innermost): in NCHW order
             # every element lands in another cache line, 16x the write traffic.

@@ -1,0 +1,91 @@
+"""Propose row-band block-level fusion (BlockDepend's one-to-few case, engine.parallel.
+codegen.cpu_rows): a producer -> consumer pair whose parallel chunks are (tile, row) and
+whose consumer rows read a window of producer rows (a 3x3 conv's halo, a pointwise conv
+after a depthwise one), fused so the intermediate lives only in a per-task scratch of the
+band's rows. A pair is proposed when the consumer is the intermediate's only reader (it
+then needs no main-memory copy), no other dependency path joins them, and the code
+generator finds the row structure in both kernels' per-chunk footprints. Nothing here
+changes IR.
+"""
+
+from __future__ import annotations
+
+from tvm import relax
+
+from engine.parallel.detection import member_info
+from engine.parallel.gain import busy_share
+from engine.parallel.kernel_graph import KernelGraph, alias_roots, call_args, is_call_tir, key, main_bindings
+from engine.parallel.plan import (DecisionId, DecisionKind, DecisionStatus, Evidence, FusionDecision, Gain,
+                                  MemberRef, RowLink)
+from engine.parallel.tir_util import FusionUnsupported
+
+
+def sole_reader(mod, producer: int, consumer: int) -> int | None:
+    """The consumer's argument position of the producer's output when that call is its only
+    use in `main` (no other kernel, no output, read once); else None."""
+    bindings = main_bindings(mod)
+    roots = alias_roots(bindings)
+    calls = [b for b in bindings if is_call_tir(b.value)]
+    pvar = key(calls[producer].var)
+    cvar = key(calls[consumer].var)
+    root = lambda v: roots.get(key(v), key(v))
+    hits = [i for i, a in enumerate(call_args(calls[consumer].value)) if isinstance(a, relax.Var) and root(a) == pvar]
+    if len(hits) != 1:
+        return None
+    for b in bindings:
+        if key(b.var) == cvar or isinstance(b.value, relax.Var):
+            continue  # the consumer itself; aliases are looked through
+        if any(root(v) == pvar for v in relax.analysis.free_vars(b.value)):
+            return None
+    ret = mod["main"].body.body
+    if any(root(v) == pvar for v in relax.analysis.free_vars(ret)):
+        return None
+    return hits[0]
+
+
+def propose_rows(scheduled, graph, kg: KernelGraph, codegen, start: int, model, target,
+                 taken: set[tuple[int, int]]) -> list[FusionDecision]:
+    """Decisions d{start}.. for every pair the row-band code generator accepts (a dry run
+    per pair); `taken`: pairs another vertical decision already covers."""
+    if codegen.rows is None:
+        return []
+    mod = scheduled.module
+    decisions = []
+    for c in range(len(kg.kernels)):
+        for p in dict.fromkeys(kg.producers(c)):
+            if (p, c) in taken or any(q != p and kg.has_path(p, q) for q in kg.producers(c)):
+                continue
+            param = sole_reader(mod, p, c)
+            if param is None:
+                continue
+            funcs = [kg.kernels[p].func, kg.kernels[c].func]
+            try:
+                link = codegen.rows.link(mod[funcs[0]], mod[funcs[1]], funcs, param, target)
+            except FusionUnsupported:
+                continue  # no row structure: not a candidate (most pairs), nothing to list
+            decisions.append(_decision(f"d{start + len(decisions)}", graph, kg, p, c, link, model))
+    return decisions
+
+
+def _decision(did: str, graph, kg: KernelGraph, p: int, c: int, link: RowLink, model) -> FusionDecision:
+    chunks = {p: link.producer_chunks, c: link.consumer_chunks}
+    infos = [member_info(graph, kg, k, chunks.get) for k in (p, c)]
+    members = tuple(MemberRef(m.kernel, m.func, m.ops, m.labels, m.signature, m.out_shape, m.flops, m.chunks)
+                    for m in infos)
+    busy = busy_share(link.tasks, model.cores)
+    per_byte = 1.0 / model.bytes_per_us if model.bytes_per_us else 0.0
+    gain = Gain(launches_saved=1, parallel_regions_saved=link.regions_saved,
+                member_chunks=(link.producer_chunks, link.consumer_chunks), fused_chunks=link.tasks,
+                utilisation_before=round(min(busy_share(link.producer_chunks, model.cores),
+                                             busy_share(link.consumer_chunks, model.cores)), 4),
+                utilisation_after=round(busy, 4),
+                estimated_us=round(model.launch_us + link.kept_bytes * per_byte
+                                   - link.recomputed * infos[0].flops / (model.flops_per_us_per_core * model.cores), 2),
+                kept_bytes=link.kept_bytes, scratch_bytes=link.scratch_bytes, recomputed=link.recomputed)
+    name = lambda m: m.labels[0] if m.labels else m.func
+    evidence = Evidence(f"{name(infos[0])} -> {name(infos[1])}", ((p,), (c,)), no_path=False,
+                        no_member_reads_another=False, launch_after=p, first_consumer=c,
+                        reorder_needed=c != p + 1, heterogeneous=infos[0].signature != infos[1].signature,
+                        rows=link)
+    return FusionDecision(DecisionId(did), DecisionKind.VERTICAL_ROWS, 0, members, gain, evidence,
+                          DecisionStatus.PROPOSED, "")
