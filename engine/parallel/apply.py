@@ -170,7 +170,8 @@ def _fuse(mod, d: FusionDecision, members, ctx, layout):
     elif d.kind is DecisionKind.VERTICAL_ROWS:
         if codegen.rows is None:
             raise BlockwiseError(f"{d.id}: row-band fusion is not implemented for {codegen.target}")
-        prim = codegen.rows.fuse(mod[funcs[0]], mod[funcs[1]], funcs, d.evidence.rows, ctx.target)
+        link = d.evidence.rows if layout is None else replace(d.evidence.rows, tasks=layout)  # tuned bands
+        prim = codegen.rows.fuse(mod[funcs[0]], mod[funcs[1]], funcs, link, ctx.target)
         name, written = f"rfused_{d.id}", (1,)  # the intermediate lives in the kernel's scratch
     else:
         prim = codegen.fuse([mod[f] for f in funcs], funcs, ctx.target, layout)

@@ -1,5 +1,6 @@
 """Tuning inside the compile's schedule stage: per-kernel tuning (engine.tuning.tuner),
-then co-tuning of the plan's approved horizontal groups (engine.tuning.cotune_plan).
+then co-tuning of the plan's approved horizontal groups (engine.tuning.cotune_plan) and
+the band count of its row-band decisions (engine.tuning.row_bands).
 
     outcome = tune_kernels(mod, ctx, TuneOptions(trials=64, cotune_trials=32), plan)
     outcome.module      kernels chosen by tuning, scheduled; the rest left to the default
@@ -24,7 +25,9 @@ from engine.tuning.tuner import TuneOptions, TuneReport, tune_module
 class TuneOutcome:
     module: tvm.IRModule
     report: TuneReport
-    cotuned: tuple = ()  # CotuneRecord (llvm) or cotune_gpu.GpuCotuneRecord (cuda) per decision
+    # CotuneRecord (llvm) or cotune_gpu.GpuCotuneRecord (cuda) per decision; RowBandsRecord per
+    # row-band decision
+    cotuned: tuple = ()
     layouts: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
@@ -48,4 +51,10 @@ def tune_kernels(mod: tvm.IRModule, ctx, options: TuneOptions, plan=None) -> Tun
             raise BlockwiseError(f"co-tuning of fused groups is not implemented for {ctx.spec.name}")
         mod, records = ctx.spec.cotuner(mod, unscheduled, ctx, plan, options.cotune_trials, store, emit)
         notes.extend(r.note() for r in records)
+    if (options.trials > 0 or options.cotune_trials > 0) and plan is not None and ctx.spec.fusion.rows is not None:
+        from engine.tuning.row_bands import tune_row_bands
+
+        bands = tune_row_bands(mod, ctx, plan, store, emit)
+        notes.extend(r.note() for r in bands)
+        records.extend(bands)
     return TuneOutcome(mod, report, tuple(records), {r.decision: r.layout for r in records}, tuple(notes))

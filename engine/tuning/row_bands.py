@@ -1,0 +1,109 @@
+"""Tuning of row-band fusion's knob (engine.parallel.codegen.cpu_rows): how many row bands
+(parallel tasks) the fused kernel splits the consumer's rows into. More bands balance the
+cores better and keep less scratch live; fewer recompute fewer halo rows. Each approved
+row-band decision's fused kernel is built for every candidate count (1-4 per core and one
+row per band, within the halo limit) on the members' final schedules and timed alone; the
+fastest is kept and handed to the plan applier as the decision's layout. Results are
+stored beside the kernel records and replayed without measuring.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import tvm
+
+from engine.errors import BlockwiseError, one_line
+from engine.parallel.codegen.cpu_rows import MAX_RECOMPUTED, fuse_rows_cpu, plan_rows, recomputed_share, row_chain
+from engine.schedule.cpu.common import num_cores
+from engine.tuning.cotune import time_kernel
+from engine.tuning.database import TuneStore, workload_key
+
+
+@dataclass(frozen=True)
+class RowBandsRecord:
+    """One decision's band-count search, as stored and reported."""
+
+    decision: str
+    members: tuple[str, ...]
+    layout: int  # the kept band count (what the plan applier uses)
+    default: int  # the proposal's band count
+    measured: tuple[tuple[int, float], ...]  # (bands, ms of the fused kernel alone)
+
+    @property
+    def speedup(self) -> float:
+        """The default band count's time over the kept one's."""
+        times = dict(self.measured)
+        return times[self.default] / times[self.layout]
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "knob": "row bands", "speedup_vs_default": self.speedup}
+
+    @staticmethod
+    def from_json(data: dict) -> "RowBandsRecord":
+        return RowBandsRecord(data["decision"], tuple(data["members"]), int(data["layout"]), int(data["default"]),
+                              tuple((int(b), float(ms)) for b, ms in data["measured"]))
+
+    def note(self) -> str:
+        tried = ", ".join(f"{b}: {ms:.3f} ms" for b, ms in self.measured)
+        return (f"row bands {self.decision}: {tried}; kept {self.layout} "
+                f"({self.speedup:.2f}x the proposal's {self.default})")
+
+
+def candidates(chain, cores: int, default: int) -> list[int]:
+    rows = chain[-1].rows
+    counts = {min(rows, k * cores) for k in (1, 2, 3, 4)} | {rows, default}
+    return sorted(t for t in counts if t == default or recomputed_share(chain, plan_rows(rows, t)) <= MAX_RECOMPUTED)
+
+
+def tune_row_bands(mod: tvm.IRModule, ctx, plan, store: TuneStore, emit: Callable[[str], None]) -> list[RowBandsRecord]:
+    """A record per approved row-band decision (see the module doc)."""
+    from engine.parallel.plan import DecisionKind
+
+    saved = _load(store)
+    records = []
+    cores = num_cores(ctx.target)
+    for d in plan.approved():
+        if d.kind is not DecisionKind.VERTICAL_ROWS:
+            continue
+        names = [ctx.kernels[k].func for k in d.kernels]
+        link = d.evidence.rows
+        key = "+".join(workload_key(tvm.IRModule({"main": mod[n].with_attr("global_symbol", "main")}))
+                       for n in names) + f"@rows{link.consumer_param}"
+        rec = saved.get(key)
+        if rec is None:
+            try:
+                _, _, chain = row_chain(mod[names[0]], mod[names[1]], names, link.consumer_param)
+                measured = []
+                for bands in candidates(chain, cores, link.tasks):
+                    fused = fuse_rows_cpu(mod[names[0]], mod[names[1]], names, link.consumer_param, bands)
+                    measured.append((bands, time_kernel(fused, ctx.target) * 1e3))
+            except BlockwiseError as err:
+                emit(f"row bands {d.id}: skipped ({one_line(err, 120)})")
+                continue
+            best = min(measured, key=lambda m: m[1])[0]
+            rec = RowBandsRecord(d.id, tuple(names), best, link.tasks, tuple(measured))
+            saved[key] = rec
+            _save(store, saved)
+        rec = RowBandsRecord(d.id, tuple(names), rec.layout, rec.default, rec.measured)
+        emit(rec.note())
+        records.append(rec)
+    return records
+
+
+FILE = "row_bands.json"
+
+
+def _load(store: TuneStore) -> dict[str, RowBandsRecord]:
+    path = store.path / FILE
+    try:
+        return {k: RowBandsRecord.from_json(v) for k, v in json.loads(path.read_text()).items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}  # none yet, or unreadable: measured again
+
+
+def _save(store: TuneStore, saved: dict[str, RowBandsRecord]) -> None:
+    store.path.mkdir(parents=True, exist_ok=True)
+    (store.path / FILE).write_text(json.dumps({k: v.to_json() for k, v in saved.items()}, indent=1))

@@ -1,0 +1,143 @@
+"""Row-band vertical fusion (engine.parallel.rows, engine.parallel.codegen.cpu_rows): pairs
+whose consumer rows read a window of producer rows are proposed, fused with the
+intermediate in per-task scratch and verified; halos and uneven bands compute the same
+values as the kernels alone; pairs that would not pay are refused with the reason."""
+
+import numpy as np
+import onnx
+import pytest
+import tvm
+from onnx import helper, numpy_helper
+
+from engine.events import CompileOptions, Stage
+from engine.parallel.apply import DecisionResult
+from engine.parallel.codegen.cpu_rows import fuse_rows_cpu, row_link
+from engine.parallel.plan import DecisionKind, FusionPlan
+from engine.parallel.rows import sole_reader
+from engine.parallel.tir_util import FusionUnsupported
+from engine.session import Session
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(scope="module")
+def mobilenet():
+    session = Session("mobilenet_block")
+    return session, session.propose("llvm").plan
+
+
+def _rows(plan):
+    return [d for d in plan.decisions if d.kind is DecisionKind.VERTICAL_ROWS]
+
+
+def test_depthwise_to_pointwise_is_proposed_as_row_bands(mobilenet):
+    _, plan = mobilenet
+    pairs = {tuple(m.labels[0] for m in d.members): d for d in _rows(plan)}
+    d = pairs[("block0/dw/conv", "block0/project/conv")]
+    link = d.evidence.rows
+    assert link.rows == 28 and link.tasks >= 2 and link.recomputed == 0.0
+    assert any("rows [y, y+1)" in w for w in link.windows)  # a pointwise row reads one row
+    assert d.gain.kept_bytes == 192 * 28 * 28 * 4  # the depthwise output never reaches memory
+    assert 0 < d.gain.scratch_bytes < d.gain.kept_bytes
+    # row bands come first: of overlapping decisions the first approved applies
+    assert plan.decisions[0].kind is DecisionKind.VERTICAL_ROWS
+    assert FusionPlan.from_json(plan.to_json()) == plan  # the row link replays from JSON
+
+
+def test_row_band_decisions_compile_verify_and_save_launches(mobilenet):
+    session, plan = mobilenet
+    ids = [d.id for d in _rows(plan) if d.members[0].labels[0].endswith("dw/conv")]
+    assert len(ids) == 2
+    result = session.compile(CompileOptions(plan=plan.with_approval(",".join(ids)), runs=3))
+    assert result.verification.passed
+    outcomes = {o.id: o for o in result.fusion.decisions}
+    assert all(outcomes[i].result is DecisionResult.APPLIED for i in ids)
+    assert outcomes[ids[0]].fused_kernel == f"rfused_{ids[0]}"
+    assert (result.fusion.launches_before, result.fusion.launches_after) == (6, 4)
+
+
+def test_an_intermediate_with_another_reader_is_not_proposed():
+    """fire_module's squeeze output feeds both expands: it must exist in memory."""
+    session = Session("fire_module")
+    result = session.scheduled("llvm")
+    assert sole_reader(result.module, 0, 1) is None
+    producers = {d.members[0].labels[0] for d in _rows(session.propose("llvm").plan)}
+    assert "squeeze1x1/conv" not in producers
+
+
+def _chain_model(tmp_path, channels, size, stride, name="m"):
+    """1x1 conv -> relu -> 3x3 conv (pad 1, `stride`) -> relu."""
+    c = channels
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, c, size, size])
+    out = (size - 1) // stride + 1
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, c, out, out])
+    inits = [numpy_helper.from_array(RNG.standard_normal((c, c, 1, 1)).astype(np.float32) * 0.2, "w1"),
+             numpy_helper.from_array(RNG.standard_normal((c, c, 3, 3)).astype(np.float32) * 0.1, "w2")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]), helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["b"], pads=[1, 1, 1, 1], strides=[stride, stride]),
+             helper.make_node("Relu", ["b"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, path)
+    return str(path)
+
+
+def _pair(path):
+    result = Session(path).scheduled("llvm")
+    names = [k.func for k in result.kernels]
+    assert len(names) == 2
+    return result.module, names
+
+
+def _run(func, args):
+    target = tvm.target.Target({"kind": "llvm", "num-cores": 2})
+    lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=target)
+    lib(*args)
+
+
+@pytest.mark.parametrize("stride,tasks", [(1, 1), (1, 3), (1, 7), (2, 2), (2, 4)])
+def test_halo_and_uneven_bands_compute_the_kernels_values(tmp_path, stride, tasks):
+    """A 3x3 consumer reads rows y*s-1 .. y*s+1: bands recompute their halo rows and the
+    padding pass pads only the rows of the band; 3 or 7 bands of 20 rows are uneven."""
+    mod, (p, c) = _pair(_chain_model(tmp_path, 16, 20, stride))
+    producer, consumer = mod[p], mod[c]
+    arrays = lambda params: [tvm.runtime.tensor(RNG.standard_normal([int(d) for d in v.ty.shape]).astype("float32"))
+                             for v in params]
+    p_in = arrays(producer.params[:-1])
+    inter = tvm.runtime.empty([int(d) for d in producer.params[-1].ty.shape], "float32")
+    c_in = arrays(consumer.params[:-1])
+    c_in[0] = inter
+    want = tvm.runtime.empty([int(d) for d in consumer.params[-1].ty.shape], "float32")
+    _run(producer, p_in + [inter])
+    _run(consumer, c_in + [want])
+    got = tvm.runtime.empty(want.shape, "float32")
+    _run(fuse_rows_cpu(producer, consumer, [p, c], 0, tasks), p_in + c_in[1:] + [got])
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_row_link_states_the_windows_and_the_halo_share(tmp_path):
+    mod, (p, c) = _pair(_chain_model(tmp_path, 16, 20, 1))
+    link = row_link(mod[p], mod[c], [p, c], 0, cores=2, tasks=2)
+    assert link.tasks == 2 and link.rows == 20
+    # padding row y reads producer row y-1; conv row y reads padded rows y..y+2
+    assert link.windows[0].endswith("rows [y-1, y-1+1)") and link.windows[1].endswith("rows [y, y+3)")
+    assert link.recomputed == pytest.approx(2 / 20)  # each of the two bands computes one halo row more
+
+
+def test_pairs_that_would_not_pay_are_refused_with_the_reason(tmp_path):
+    mod, (p, c) = _pair(_chain_model(tmp_path, 192, 8, 1, "wide"))  # 1.3 MiB of 3x3 weights
+    with pytest.raises(FusionUnsupported, match="weights would be re-read at every row step"):
+        row_link(mod[p], mod[c], [p, c], 0, cores=2)
+    mod, (p, c) = _pair(_chain_model(tmp_path, 64, 6, 1, "small"))  # 6 rows: a halo row per 3
+    with pytest.raises(FusionUnsupported, match="recomputes"):
+        row_link(mod[p], mod[c], [p, c], 0, cores=2)
+
+
+def test_the_plan_applies_on_a_model_with_halo(tmp_path):
+    session = Session(_chain_model(tmp_path, 16, 24, 1))
+    plan = session.propose("llvm").plan
+    (d,) = _rows(plan)
+    result = session.compile(CompileOptions(plan=plan.with_approval(d.id), timing=False, stop_after=Stage.VERIFY))
+    assert result.verification.passed
+    assert result.launches == 1
