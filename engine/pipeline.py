@@ -241,6 +241,12 @@ def _schedule(ctx: CompileContext) -> str:
             ctx.kernels = tuple(replace(k, func=n.func, var=n.var) for k, n in zip(ctx.kernels, same))
         else:
             ctx.kernels = renamed
+    if ctx.tuning is not None:
+        from engine.tuning.hook import tune_row_bands_of
+
+        before = len(ctx.tuning.notes)
+        ctx.tuning = tune_row_bands_of(ctx.mod, ctx, ctx.options.tuning, ctx.options.plan, ctx.tuning)
+        ctx.notes.extend(ctx.tuning.notes[before:])
     return f"{ctx.spec.name} schedules for {len({k.func for k in ctx.kernels})} kernels"
 
 

@@ -26,11 +26,12 @@ def test_round_trip_is_exact(plan, tmp_path):
     again = load_plan(path)
     assert again == approved
     assert again.dumps() == approved.dumps()
-    assert [d.status for d in again.decisions] == [DecisionStatus.PROPOSED, DecisionStatus.APPROVED]
+    assert [d.status for d in again.decisions] == [DecisionStatus.PROPOSED, DecisionStatus.APPROVED,
+                                                   DecisionStatus.PROPOSED]
 
 
 def test_approval_specs(plan):
-    assert len(plan.with_approval("all").approved()) == 2
+    assert len(plan.with_approval("all").approved()) == 3  # two branch stages, one row-band pair
     assert plan.with_approval("none").approved() == ()
     with pytest.raises(PlanError, match="no decision 'd9'"):
         plan.with_approval("d0,d9")

@@ -141,3 +141,22 @@ def test_the_plan_applies_on_a_model_with_halo(tmp_path):
     result = session.compile(CompileOptions(plan=plan.with_approval(d.id), timing=False, stop_after=Stage.VERIFY))
     assert result.verification.passed
     assert result.launches == 1
+
+
+def test_tuning_searches_the_band_count_and_replays_it(mobilenet, tmp_path):
+    from engine.tuning import TuneOptions
+    from engine.tuning.row_bands import RowBandsRecord
+
+    session, plan = mobilenet
+    d = _rows(plan)[0]
+    options = CompileOptions(plan=plan.with_approval(d.id), timing=False, stop_after=Stage.VERIFY,
+                             tuning=TuneOptions(trials=0, cotune_trials=1, db_root=str(tmp_path)))
+    first = session.compile(options)
+    (rec,) = [r for r in first.cotuned if isinstance(r, RowBandsRecord)]
+    bands = [b for b, _ in rec.measured]
+    assert d.evidence.rows.tasks in bands and len(bands) >= 3 and rec.layout in bands
+    assert all(ms > 0 for _, ms in rec.measured)
+    assert first.verification.passed  # the kept band count is what was applied and verified
+    again = session.compile(options)
+    (replayed,) = [r for r in again.cotuned if isinstance(r, RowBandsRecord)]
+    assert replayed.measured == rec.measured  # from the store, not measured again

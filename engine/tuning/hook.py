@@ -1,6 +1,6 @@
 """Tuning inside the compile's schedule stage: per-kernel tuning (engine.tuning.tuner),
-then co-tuning of the plan's approved horizontal groups (engine.tuning.cotune_plan) and
-the band count of its row-band decisions (engine.tuning.row_bands).
+then co-tuning of the plan's approved horizontal groups (engine.tuning.cotune_plan); after
+the default schedules, the band count of its row-band decisions (engine.tuning.row_bands).
 
     outcome = tune_kernels(mod, ctx, TuneOptions(trials=64, cotune_trials=32), plan)
     outcome.module      kernels chosen by tuning, scheduled; the rest left to the default
@@ -10,7 +10,7 @@ the band count of its row-band decisions (engine.tuning.row_bands).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import tvm
 
@@ -51,10 +51,23 @@ def tune_kernels(mod: tvm.IRModule, ctx, options: TuneOptions, plan=None) -> Tun
             raise BlockwiseError(f"co-tuning of fused groups is not implemented for {ctx.spec.name}")
         mod, records = ctx.spec.cotuner(mod, unscheduled, ctx, plan, options.cotune_trials, store, emit)
         notes.extend(r.note() for r in records)
-    if (options.trials > 0 or options.cotune_trials > 0) and plan is not None and ctx.spec.fusion.rows is not None:
-        from engine.tuning.row_bands import tune_row_bands
-
-        bands = tune_row_bands(mod, ctx, plan, store, emit)
-        notes.extend(r.note() for r in bands)
-        records.extend(bands)
     return TuneOutcome(mod, report, tuple(records), {r.decision: r.layout for r in records}, tuple(notes))
+
+
+def tune_row_bands_of(mod: tvm.IRModule, ctx, options: TuneOptions, plan, outcome: TuneOutcome) -> TuneOutcome:
+    """`outcome` with the band counts of the plan's row-band decisions searched on `mod`, the
+    scheduled module (the fused kernel is built from the members' final, prepacked form)."""
+    if not (options.trials > 0 or options.cotune_trials > 0) or plan is None or ctx.spec.fusion.rows is None:
+        return outcome
+    from engine.tuning.row_bands import tune_row_bands
+
+    store = TuneStore.for_model(ctx.model.name, ctx.spec.name, options.db_root)
+    start = time.perf_counter()
+
+    def emit(message: str) -> None:
+        ctx.progress(StageEvent(Stage.SCHEDULE, StageStatus.PROGRESS, time.perf_counter() - start, message))
+
+    bands = tune_row_bands(mod, ctx, plan, store, emit)
+    return replace(outcome, cotuned=outcome.cotuned + tuple(bands),
+                   layouts={**outcome.layouts, **{r.decision: r.layout for r in bands}},
+                   notes=outcome.notes + tuple(r.note() for r in bands))
