@@ -171,7 +171,11 @@ class Conv2dNCHW(ScheduleRule):
         sch.parallel(par)
         sch.reverse_compute_at(last, xo, preserve_unit_loops=True)
         e = sch.get_loops(last)[2:]
-        if len(e) == 4:  # write-back (n, f, y, x) -> (n, y, x, f): read accumulators as vectors
+        if len(e) == 4 and isa.row_writeback and ft >= isa.lanes():
+            # whole channel vectors: write rows of output columns (see Isa.row_writeback); a
+            # narrow tile (a grouped conv's 2-8 lanes) measured slower transposed
+            sch.vectorize(e[3])
+        elif len(e) == 4:  # write-back (n, f, y, x) -> (n, y, x, f): read accumulators as vectors
             sch.reorder(e[0], e[2], e[3], e[1])
             sch.vectorize(e[1])
         # Accumulator layout [.., x, f]: channel tile contiguous -> plain vector registers.
