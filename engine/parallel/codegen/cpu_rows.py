@@ -20,17 +20,16 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import tvm
 import tvm_ffi
 from tvm import ir, tirx
-from tvm.s_tir import SBlock, SBlockRealize
+from tvm.s_tir import SBlockRealize
 
 from engine.blockdeps.facts import AccessKind
 from engine.blockdeps.footprints import block_boxes
 from engine.blockdeps.index_eval import Unsupported
 from engine.blockdeps.kernel_access import kernel_accesses
 from engine.parallel.codegen.cpu import CpuStage, cpu_member
-from engine.parallel.tir_util import FusionUnsupported, fresh_copy, substitute
+from engine.parallel.tir_util import FusionUnsupported, RootParts, fresh_copy, fused_func, substitute
 
 I64 = "int64"
 
@@ -309,7 +308,7 @@ def chain_scratch_bytes(chain: list[RowStage], plan: RowPlan) -> int:
     return total
 
 
-def fused_rows_body(chain: list[RowStage], plan: RowPlan, name: str = "fused", permute: bool = True) -> tirx.Stmt:
+def fused_rows_body(chain: list[RowStage], plan: RowPlan, name: str = "fused") -> tirx.Stmt:
     """The parallel loop over row bands running the chain with scratch buffers."""
     t, yy = tirx.Var(f"{name}_task", I64), tirx.Var(f"{name}_y", I64)
     r0 = tirx.floordiv(t * _c(plan.rows), _c(plan.tasks))
@@ -329,7 +328,7 @@ def fused_rows_body(chain: list[RowStage], plan: RowPlan, name: str = "fused", p
     for k, (st, n) in enumerate(zip(chain[:-1], scratch_rows(chain, plan))):
         shape = list(st.out.ty.shape)
         shape[st.dim] = n
-        order = scratch_order(st) if permute else tuple(range(len(shape)))
+        order = scratch_order(st)
         buf = tirx.decl_buffer([_c(int(shape[a])) for a in order], st.out.dtype, f"{st.out.name}_rows")
         body = _rebase(body, st.out, buf, st.dim, first[k][0], order)
         scratch.append(buf)
@@ -458,7 +457,7 @@ def row_link(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str],
 
 
 def fuse_rows_cpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str], consumer_param: int,
-                  tasks: int, permute: bool = True) -> tirx.PrimFunc:
+                  tasks: int) -> tirx.PrimFunc:
     """One PrimFunc: the producer's earlier stages, then the row-band chain (see module doc).
     It takes the producer's inputs and the consumer's other inputs and writes only the
     consumer's output: the intermediate has no other reader (the caller checks)."""
@@ -466,11 +465,9 @@ def fuse_rows_cpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[
     plan = plan_rows(chain[-1].rows, tasks)
     phases = [s.body if s.loop_var is None else
               tirx.For(s.loop_var, _c(0), _c(s.chunks), tirx.ForKind.PARALLEL, s.body) for s in p.stages[:-1]]
-    phases.append(fused_rows_body(chain, plan, permute=permute))
+    phases.append(fused_rows_body(chain, plan))
     in_scratch = {st.out.__chandle__() for st in chain[:-1]}
     c_inputs = tuple(x for i, x in enumerate(c.parts.inputs) if i != consumer_param)
     allocs = tuple(a for a in p.parts.allocs + c.parts.allocs if a.__chandle__() not in in_scratch)
-    params = list(p.parts.inputs) + list(c_inputs) + [c.parts.output]
-    root = SBlock([], [], [], "root", phases[0] if len(phases) == 1 else tirx.SeqStmt(phases), None, list(allocs))
-    attrs = tvm.ir.make_node("ir.DictAttrs", **{"tirx.is_scheduled": True, "tirx.noalias": True, "op_pattern": 8})
-    return tirx.PrimFunc(params, SBlockRealize([], True, root), ret_type=producer.ret_type, attrs=attrs)
+    parts = RootParts(tuple(p.parts.inputs) + c_inputs, c.parts.output, allocs, phases[0])
+    return fused_func([parts], phases[0] if len(phases) == 1 else tirx.SeqStmt(phases), producer)
