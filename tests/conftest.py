@@ -16,6 +16,15 @@ def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
+def default_sigint() -> None:
+    """Popen preexec_fn: Ctrl-C as a terminal delivers it. A shell starting the test run in
+    the background (`pytest &` without job control) leaves SIGINT ignored, which children
+    inherit; the interrupt tests would then test the launcher, not the CLI."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture(scope="session")
 def cli():
     return run_cli

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, default_sigint, run_cli
 from engine.parallel.plan import DecisionKind, DecisionStatus
 from engine.session import Session
 from engine.targets import TargetSpec
@@ -199,7 +199,7 @@ def test_an_interrupt_ends_with_one_line_and_no_summary(tmp_path):
                                      'runs = 3\nexport = false\n')
     proc = subprocess.Popen([sys.executable, "-m", "workbench", "batch", str(tmp_path / "m.toml"), "--out",
                              str(tmp_path / "out")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=default_sigint)
     try:
         first = proc.stdout.readline()  # the first run ended: the second is under way
         assert first.startswith("[1/3] fire_module llvm base ... ok")

@@ -10,12 +10,13 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, default_sigint
 
 
 def _start(*args):
     return subprocess.Popen([sys.executable, "-m", "workbench", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            preexec_fn=default_sigint)
 
 
 @pytest.mark.parametrize("after_s, signum", [(0.5, signal.SIGINT), (2.5, signal.SIGINT),
