@@ -140,7 +140,9 @@ def row_stage(stage: CpuStage, out: ir.Var, prev: RowStage | None, name: str) ->
         if not (np.all(lo == lo[0]) and np.all(hi == hi[0])):
             raise FusionUnsupported(f"{name}: the rows a chunk reads depend on more than its row")
         window = _fit_window(lo[0], hi[0], prev.rows)
-        if window is None or window.size >= prev.rows:
+        # a window that moves with the row (a chunk of another axis, such as a pool parallel
+        # over channels, reads every row: stride 0)
+        if window is None or (rows > 1 and window.stride < 1) or 2 * window.size > prev.rows:
             raise FusionUnsupported(f"{name}: each row reads all rows of its input (no row locality)")
     return RowStage(stage, out, dim, rows, window)
 
