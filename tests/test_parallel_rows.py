@@ -96,10 +96,12 @@ def _run(func, args):
     lib(*args)
 
 
-@pytest.mark.parametrize("stride,tasks", [(1, 1), (1, 3), (1, 7), (2, 2), (2, 4)])
-def test_halo_and_uneven_bands_compute_the_kernels_values(tmp_path, stride, tasks):
+@pytest.mark.parametrize("stride,tasks,whole", [(1, 1, False), (1, 3, False), (1, 7, False), (2, 2, False),
+                                               (2, 4, False), (1, 3, True), (2, 4, True)])
+def test_halo_and_uneven_bands_compute_the_kernels_values(tmp_path, stride, tasks, whole):
     """A 3x3 consumer reads rows y*s-1 .. y*s+1: bands recompute their halo rows and the
-    padding pass pads only the rows of the band; 3 or 7 bands of 20 rows are uneven."""
+    padding pass pads only the rows of the band; 3 or 7 bands of 20 rows are uneven; a
+    task walks its band row by row, or stage by stage (`whole`)."""
     mod, (p, c) = _pair(_chain_model(tmp_path, 16, 20, stride))
     producer, consumer = mod[p], mod[c]
     arrays = lambda params: [tvm.runtime.tensor(RNG.standard_normal([int(d) for d in v.ty.shape]).astype("float32"))
@@ -112,7 +114,7 @@ def test_halo_and_uneven_bands_compute_the_kernels_values(tmp_path, stride, task
     _run(producer, p_in + [inter])
     _run(consumer, c_in + [want])
     got = tvm.runtime.empty(want.shape, "float32")
-    _run(fuse_rows_cpu(producer, consumer, [p, c], 0, tasks), p_in + c_in[1:] + [got])
+    _run(fuse_rows_cpu(producer, consumer, [p, c], 0, tasks, whole), p_in + c_in[1:] + [got])
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
 
 
@@ -153,9 +155,10 @@ def test_tuning_searches_the_band_count_and_replays_it(mobilenet, tmp_path):
                              tuning=TuneOptions(trials=0, cotune_trials=1, db_root=str(tmp_path)))
     first = session.compile(options)
     (rec,) = [r for r in first.cotuned if isinstance(r, RowBandsRecord)]
-    bands = [b for b, _ in rec.measured]
-    assert d.evidence.rows.tasks in bands and len(bands) >= 3 and rec.layout in bands
-    assert all(ms > 0 for _, ms in rec.measured)
+    points = [(b, w) for b, w, _ in rec.measured]
+    assert (d.evidence.rows.tasks, False) in points and (d.evidence.rows.tasks, True) in points
+    assert len(points) >= 6 and rec.layout in points
+    assert all(ms > 0 for _, _, ms in rec.measured)
     assert first.verification.passed  # the kept band count is what was applied and verified
     again = session.compile(options)
     (replayed,) = [r for r in again.cotuned if isinstance(r, RowBandsRecord)]

@@ -170,7 +170,9 @@ def _fuse(mod, d: FusionDecision, members, ctx, layout):
     elif d.kind is DecisionKind.VERTICAL_ROWS:
         if codegen.rows is None:
             raise BlockwiseError(f"{d.id}: row-band fusion is not implemented for {codegen.target}")
-        link = d.evidence.rows if layout is None else replace(d.evidence.rows, tasks=layout)  # tuned bands
+        link = d.evidence.rows  # tuned: (bands, whole_band)
+        if layout is not None:
+            link = replace(link, tasks=layout[0], whole_band=layout[1])
         prim = codegen.rows.fuse(mod[funcs[0]], mod[funcs[1]], funcs, link, ctx.target)
         name, written = f"rfused_{d.id}", (1,)  # the intermediate lives in the kernel's scratch
     else:

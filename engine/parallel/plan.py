@@ -137,9 +137,11 @@ class RowLink:
     kept_bytes: int
     scratch_bytes: int
     recomputed: float
+    whole_band: bool = False  # stage by stage over the band (else row by row)
 
     def describe(self) -> str:
-        return (f"row bands: {self.tasks} tasks of {self.band} of {self.rows} rows; "
+        order = "stage by stage over each band" if self.whole_band else "row by row"
+        return (f"row bands: {self.tasks} tasks of {self.band} of {self.rows} rows, {order}; "
                 + "; ".join(self.windows))
 
 

@@ -1,10 +1,12 @@
-"""Tuning of row-band fusion's knob (engine.parallel.codegen.cpu_rows): how many row bands
-(parallel tasks) the fused kernel splits the consumer's rows into. More bands balance the
-cores better and keep less scratch live; fewer recompute fewer halo rows. Each approved
-row-band decision's fused kernel is built for every candidate count (1-4 per core and one
-row per band, within the halo limit) on the members' final schedules and timed alone; the
-fastest is kept and handed to the plan applier as the decision's layout. Results are
-stored beside the kernel records and replayed without measuring.
+"""Tuning of row-band fusion's knobs (engine.parallel.codegen.cpu_rows): how many row
+bands (parallel tasks) the fused kernel splits the consumer's rows into, and whether a task
+walks its band row by row (each producer row consumed right after it is computed) or
+stage by stage over the whole band (a weight tile read once per band). More bands balance
+the cores better and keep less scratch live; fewer recompute fewer halo rows. Each approved
+row-band decision's fused kernel is built for every candidate (1-4 bands per core and one
+row per band, within the halo limit, in both orders) on the members' final schedules and
+timed alone; the fastest is kept and handed to the plan applier as the decision's layout.
+Results are stored beside the kernel records and replayed without measuring.
 """
 
 from __future__ import annotations
@@ -24,18 +26,18 @@ from engine.tuning.database import TuneStore, workload_key
 
 @dataclass(frozen=True)
 class RowBandsRecord:
-    """One decision's band-count search, as stored and reported."""
+    """One decision's search, as stored and reported; a point is (bands, whole_band)."""
 
     decision: str
     members: tuple[str, ...]
-    layout: int  # the kept band count (what the plan applier uses)
-    default: int  # the proposal's band count
-    measured: tuple[tuple[int, float], ...]  # (bands, ms of the fused kernel alone)
+    layout: tuple[int, bool]  # the kept point (what the plan applier uses)
+    default: tuple[int, bool]  # the proposal's
+    measured: tuple[tuple[int, bool, float], ...]  # (bands, whole_band, ms of the fused kernel alone)
 
     @property
     def speedup(self) -> float:
-        """The default band count's time over the kept one's."""
-        times = dict(self.measured)
+        """The proposal's time over the kept point's."""
+        times = {(b, w): ms for b, w, ms in self.measured}
         return times[self.default] / times[self.layout]
 
     def to_json(self) -> dict:
@@ -43,19 +45,22 @@ class RowBandsRecord:
 
     @staticmethod
     def from_json(data: dict) -> "RowBandsRecord":
-        return RowBandsRecord(data["decision"], tuple(data["members"]), int(data["layout"]), int(data["default"]),
-                              tuple((int(b), float(ms)) for b, ms in data["measured"]))
+        point = lambda p: (int(p[0]), bool(p[1]))
+        return RowBandsRecord(data["decision"], tuple(data["members"]), point(data["layout"]), point(data["default"]),
+                              tuple((int(b), bool(w), float(ms)) for b, w, ms in data["measured"]))
 
     def note(self) -> str:
-        tried = ", ".join(f"{b}: {ms:.3f} ms" for b, ms in self.measured)
-        return (f"row bands {self.decision}: {tried}; kept {self.layout} "
-                f"({self.speedup:.2f}x the proposal's {self.default})")
+        name = lambda b, w: f"{b}{' whole-band' if w else ''}"
+        tried = ", ".join(f"{name(b, w)}: {ms:.3f} ms" for b, w, ms in self.measured)
+        return (f"row bands {self.decision}: {tried}; kept {name(*self.layout)} "
+                f"({self.speedup:.2f}x the proposal's {name(*self.default)})")
 
 
-def candidates(chain, cores: int, default: int) -> list[int]:
+def candidates(chain, cores: int, default: int) -> list[tuple[int, bool]]:
     rows = chain[-1].rows
     counts = {min(rows, k * cores) for k in (1, 2, 3, 4)} | {rows, default}
-    return sorted(t for t in counts if t == default or recomputed_share(chain, plan_rows(rows, t)) <= MAX_RECOMPUTED)
+    counts = sorted(t for t in counts if t == default or recomputed_share(chain, plan_rows(rows, t)) <= MAX_RECOMPUTED)
+    return [(t, whole) for whole in (False, True) for t in counts]
 
 
 def tune_row_bands(mod: tvm.IRModule, ctx, plan, store: TuneStore, emit: Callable[[str], None]) -> list[RowBandsRecord]:
@@ -77,14 +82,15 @@ def tune_row_bands(mod: tvm.IRModule, ctx, plan, store: TuneStore, emit: Callabl
             try:
                 _, _, chain = row_chain(mod[names[0]], mod[names[1]], names, link.consumer_param)
                 measured = []
-                for bands in candidates(chain, cores, link.tasks):
-                    fused = fuse_rows_cpu(mod[names[0]], mod[names[1]], names, link.consumer_param, bands)
-                    measured.append((bands, time_kernel(fused, ctx.target) * 1e3))
+                for bands, whole in candidates(chain, cores, link.tasks):
+                    fused = fuse_rows_cpu(mod[names[0]], mod[names[1]], names, link.consumer_param, bands, whole)
+                    measured.append((bands, whole, time_kernel(fused, ctx.target) * 1e3))
             except BlockwiseError as err:
                 emit(f"row bands {d.id}: skipped ({one_line(err, 120)})")
                 continue
-            best = min(measured, key=lambda m: m[1])[0]
-            rec = RowBandsRecord(d.id, tuple(names), best, link.tasks, tuple(measured))
+            best = min(measured, key=lambda m: m[2])
+            rec = RowBandsRecord(d.id, tuple(names), (best[0], best[1]), (link.tasks, link.whole_band),
+                                 tuple(measured))
             saved[key] = rec
             _save(store, saved)
         rec = RowBandsRecord(d.id, tuple(names), rec.layout, rec.default, rec.measured)

@@ -90,7 +90,8 @@ def _vertical_gpu(producer, consumer, names, link, target=None):
 
 CPU_ROWS = RowFusion(
     lambda p, c, names, param, target: cpu_rows.row_link(p, c, names, param, num_cores(target)),
-    lambda p, c, names, link, target: cpu_rows.fuse_rows_cpu(p, c, names, link.consumer_param, link.tasks))
+    lambda p, c, names, link, target: cpu_rows.fuse_rows_cpu(p, c, names, link.consumer_param, link.tasks,
+                                                             link.whole_band))
 CPU_CODEGEN = FusionCodegen("llvm", "parallel chunks", cpu.cpu_member, _fuse_cpu, _cpu_default_layout,
                             lambda p, c, names, link, target=None: cpu.fuse_vertical_cpu(p, c, names, link),
                             cpu.vertical_member_reason, rows=CPU_ROWS)

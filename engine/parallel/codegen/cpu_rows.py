@@ -252,10 +252,13 @@ def _rows_loop(st: RowStage, start, stop, name: str) -> tirx.Stmt:
 class RowPlan:
     """How the fused kernel splits the last stage's `rows`: task t runs rows
     [t*rows//tasks, (t+1)*rows//tasks), so bands differ by at most one row and the
-    runtime's even split of the tasks gives every core the same number of rows."""
+    runtime's even split of the tasks gives every core the same number of rows.
+    `whole_band`: each stage runs its band's rows tile by tile (a weight tile is read once
+    per band), instead of row by row (the producer rows a row needs, then that row)."""
 
     tasks: int
     rows: int
+    whole_band: bool = False
 
     def start(self, t: int) -> int:
         return t * self.rows // self.tasks
@@ -265,8 +268,8 @@ class RowPlan:
         return -(-self.rows // self.tasks)
 
 
-def plan_rows(rows: int, tasks: int) -> RowPlan:
-    return RowPlan(max(1, min(tasks, rows)), rows)
+def plan_rows(rows: int, tasks: int, whole_band: bool = False) -> RowPlan:
+    return RowPlan(max(1, min(tasks, rows)), rows, whole_band)
 
 
 def _needs(chain: list[RowStage], y: int) -> list[tuple[int, int]]:
@@ -316,16 +319,24 @@ def fused_rows_body(chain: list[RowStage], plan: RowPlan, name: str = "fused") -
     r0 = tirx.floordiv(t * _c(plan.rows), _c(plan.tasks))
     r1 = tirx.floordiv((t + _c(1)) * _c(plan.rows), _c(plan.tasks))
     y = r0 + yy
-    now, prev, first = _needs_expr(chain, y), _needs_expr(chain, y - _c(1)), _needs_expr(chain, r0)
-    steps = []
-    for k, st in enumerate(chain[:-1]):
-        lo, hi = now[k]
-        start = tirx.Select(yy == _c(0), lo, tirx.max(prev[k][1], lo))
-        steps.append(_rows_loop(st, start, tirx.max(hi, start), f"{name}_s{k}"))
+    first = _needs_expr(chain, r0)
     last = chain[-1]
-    o = tirx.Var(f"{name}_o", I64)
-    steps.append(tirx.For(o, _c(0), _c(last.tiles), tirx.ForKind.SERIAL, _rows_of(last, o, y)))
-    body = tirx.For(yy, _c(0), r1 - r0, tirx.ForKind.SERIAL, tirx.SeqStmt(steps))
+    if plan.whole_band:
+        end = _needs_expr(chain, r1 - _c(1))
+        steps = [_rows_loop(st, first[k][0], tirx.max(end[k][1], first[k][0]), f"{name}_s{k}")
+                 for k, st in enumerate(chain[:-1])]
+        steps.append(_rows_loop(last, r0, r1, f"{name}_s{len(chain) - 1}"))
+        body = tirx.SeqStmt(steps)
+    else:
+        now, prev = _needs_expr(chain, y), _needs_expr(chain, y - _c(1))
+        steps = []
+        for k, st in enumerate(chain[:-1]):
+            lo, hi = now[k]
+            start = tirx.Select(yy == _c(0), lo, tirx.max(prev[k][1], lo))
+            steps.append(_rows_loop(st, start, tirx.max(hi, start), f"{name}_s{k}"))
+        o = tirx.Var(f"{name}_o", I64)
+        steps.append(tirx.For(o, _c(0), _c(last.tiles), tirx.ForKind.SERIAL, _rows_of(last, o, y)))
+        body = tirx.For(yy, _c(0), r1 - r0, tirx.ForKind.SERIAL, tirx.SeqStmt(steps))
     scratch = []
     for k, (st, n) in enumerate(zip(chain[:-1], scratch_rows(chain, plan))):
         shape = list(st.out.ty.shape)
@@ -459,12 +470,12 @@ def row_link(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str],
 
 
 def fuse_rows_cpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str], consumer_param: int,
-                  tasks: int) -> tirx.PrimFunc:
+                  tasks: int, whole_band: bool = False) -> tirx.PrimFunc:
     """One PrimFunc: the producer's earlier stages, then the row-band chain (see module doc).
     It takes the producer's inputs and the consumer's other inputs and writes only the
     consumer's output: the intermediate has no other reader (the caller checks)."""
     p, c, chain = row_chain(producer, consumer, names, consumer_param)
-    plan = plan_rows(chain[-1].rows, tasks)
+    plan = plan_rows(chain[-1].rows, tasks, whole_band)
     phases = [s.body if s.loop_var is None else
               tirx.For(s.loop_var, _c(0), _c(s.chunks), tirx.ForKind.PARALLEL, s.body) for s in p.stages[:-1]]
     phases.append(fused_rows_body(chain, plan))
