@@ -38,27 +38,33 @@ def _c(v: int):
     return tirx.const(int(v), I64)
 
 
+def _ops(y):
+    """(min, max, constant) for row arithmetic on Python ints (sizes, the plan) or on TIR
+    expressions (the fused kernel's loop bounds): one formula serves both."""
+    if isinstance(y, (int, np.integer)):
+        return min, max, int
+    return tirx.min, tirx.max, _c
+
+
 @dataclass(frozen=True)
 class RowWindow:
     """Rows [clamp(stride*y + offset), clamp(stride*y + offset + size)) of a buffer with
-    `rows` rows are what row y of the next stage reads."""
+    `rows` rows are what row y of the next stage reads; `y` an int or a TIR expression."""
 
     stride: int
     offset: int
     size: int
     rows: int
 
-    def lo(self, y: int) -> int:
-        return min(max(self.stride * y + self.offset, 0), self.rows)
+    def _clamp(self, y, start: int):
+        mn, mx, c = _ops(y)
+        return mn(mx(y * c(self.stride) + c(start), c(0)), c(self.rows))
 
-    def hi(self, y: int) -> int:
-        return min(max(self.stride * y + self.offset + self.size, 0), self.rows)
+    def lo(self, y):
+        return self._clamp(y, self.offset)
 
-    def lo_expr(self, y):
-        return tirx.min(tirx.max(y * _c(self.stride) + _c(self.offset), _c(0)), _c(self.rows))
-
-    def hi_expr(self, y):
-        return tirx.min(tirx.max(y * _c(self.stride) + _c(self.offset + self.size), _c(0)), _c(self.rows))
+    def hi(self, y):
+        return self._clamp(y, self.offset + self.size)
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,10 +99,9 @@ def _row_dim(lo: np.ndarray, hi: np.ndarray, shape, chunks: int) -> tuple[int, i
 
 def _fit_window(lo: np.ndarray, hi: np.ndarray, rows_in: int) -> RowWindow | None:
     """The clamped affine window covering the rows [lo[y], hi[y]) each row y reads."""
-    live = np.flatnonzero(hi > lo)
-    if len(live) == 0:
+    ys = np.flatnonzero(hi > lo)
+    if len(ys) == 0:
         return None
-    ys = live
     strides = {int(lo[b] - lo[a]) // (b - a) for a, b in zip(ys[:-1], ys[1:]) if (lo[b] - lo[a]) % (b - a) == 0}
     for s in sorted(strides or {0}):
         if s < 0:
@@ -272,24 +277,15 @@ def plan_rows(rows: int, tasks: int, whole_band: bool = False) -> RowPlan:
     return RowPlan(max(1, min(tasks, rows)), rows, whole_band)
 
 
-def _needs(chain: list[RowStage], y: int) -> list[tuple[int, int]]:
+def _needs(chain: list[RowStage], y) -> list[tuple]:
     """Per stage (first .. last-but-one): the rows [lo, hi) of its buffer row y of the last
-    stage needs, through the windows."""
-    lo, hi = y, y + 1
+    stage needs, through the windows; `y` an int or a TIR expression."""
+    _, mx, c = _ops(y)
+    lo, hi = y, y + c(1)
     out = []
     for st in reversed(chain[1:]):
-        lo, hi = st.window.lo(lo), st.window.hi(max(hi - 1, lo))
-        hi = max(hi, lo)
-        out.append((lo, hi))
-    return out[::-1]
-
-
-def _needs_expr(chain: list[RowStage], y) -> list[tuple[object, object]]:
-    lo, hi = y, y + _c(1)
-    out = []
-    for st in reversed(chain[1:]):
-        lo, hi = st.window.lo_expr(lo), st.window.hi_expr(tirx.max(hi - _c(1), lo))
-        hi = tirx.max(hi, lo)
+        lo, hi = st.window.lo(lo), st.window.hi(mx(hi - c(1), lo))
+        hi = mx(hi, lo)
         out.append((lo, hi))
     return out[::-1]
 
@@ -319,16 +315,16 @@ def fused_rows_body(chain: list[RowStage], plan: RowPlan, name: str = "fused") -
     r0 = tirx.floordiv(t * _c(plan.rows), _c(plan.tasks))
     r1 = tirx.floordiv((t + _c(1)) * _c(plan.rows), _c(plan.tasks))
     y = r0 + yy
-    first = _needs_expr(chain, r0)
+    first = _needs(chain, r0)
     last = chain[-1]
     if plan.whole_band:
-        end = _needs_expr(chain, r1 - _c(1))
+        end = _needs(chain, r1 - _c(1))
         steps = [_rows_loop(st, first[k][0], tirx.max(end[k][1], first[k][0]), f"{name}_s{k}")
                  for k, st in enumerate(chain[:-1])]
         steps.append(_rows_loop(last, r0, r1, f"{name}_s{len(chain) - 1}"))
         body = tirx.SeqStmt(steps)
     else:
-        now, prev = _needs_expr(chain, y), _needs_expr(chain, y - _c(1))
+        now, prev = _needs(chain, y), _needs(chain, y - _c(1))
         steps = []
         for k, st in enumerate(chain[:-1]):
             lo, hi = now[k]
@@ -459,7 +455,7 @@ def row_link(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str],
                                 f"(more than {MAX_ROW_INVARIANT_BYTES // 1024} KiB)")
     tasks = tasks or default_tasks(chain, cores)
     plan = plan_rows(chain[-1].rows, tasks)
-    fuse_rows_cpu(producer, consumer, names, consumer_param, plan.tasks)
+    _fused(p, c, chain, consumer_param, plan, producer)  # the dry run
     kept = 0
     for st in chain[:-1]:
         kept += math.prod(int(d) for d in st.out.ty.shape) * st.out.dtype.itemsize
@@ -475,7 +471,10 @@ def fuse_rows_cpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[
     It takes the producer's inputs and the consumer's other inputs and writes only the
     consumer's output: the intermediate has no other reader (the caller checks)."""
     p, c, chain = row_chain(producer, consumer, names, consumer_param)
-    plan = plan_rows(chain[-1].rows, tasks, whole_band)
+    return _fused(p, c, chain, consumer_param, plan_rows(chain[-1].rows, tasks, whole_band), producer)
+
+
+def _fused(p, c, chain: list[RowStage], consumer_param: int, plan: RowPlan, like: tirx.PrimFunc) -> tirx.PrimFunc:
     phases = [s.body if s.loop_var is None else
               tirx.For(s.loop_var, _c(0), _c(s.chunks), tirx.ForKind.PARALLEL, s.body) for s in p.stages[:-1]]
     phases.append(fused_rows_body(chain, plan))
@@ -483,4 +482,4 @@ def fuse_rows_cpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[
     c_inputs = tuple(x for i, x in enumerate(c.parts.inputs) if i != consumer_param)
     allocs = tuple(a for a in p.parts.allocs + c.parts.allocs if a.__chandle__() not in in_scratch)
     parts = RootParts(tuple(p.parts.inputs) + c_inputs, c.parts.output, allocs, phases[0])
-    return fused_func([parts], phases[0] if len(phases) == 1 else tirx.SeqStmt(phases), producer)
+    return fused_func([parts], phases[0] if len(phases) == 1 else tirx.SeqStmt(phases), like)
