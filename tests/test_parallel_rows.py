@@ -13,7 +13,7 @@ from engine.events import CompileOptions, Stage
 from engine.parallel.apply import DecisionResult
 from engine.parallel.codegen.cpu_rows import fuse_rows_cpu, row_link
 from engine.parallel.plan import DecisionKind, FusionPlan
-from engine.parallel.rows import sole_reader
+from engine.parallel.rows import sole_readers
 from engine.parallel.tir_util import FusionUnsupported
 from engine.session import Session
 
@@ -60,7 +60,7 @@ def test_an_intermediate_with_another_reader_is_not_proposed():
     """fire_module's squeeze output feeds both expands: it must exist in memory."""
     session = Session("fire_module")
     result = session.scheduled("llvm")
-    assert sole_reader(result.module, 0, 1) is None
+    assert sole_readers(result.module)(0, 1) is None
     producers = {d.members[0].labels[0] for d in _rows(session.propose("llvm").plan)}
     assert "squeeze1x1/conv" not in producers
 

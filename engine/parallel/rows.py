@@ -10,37 +10,37 @@ changes IR.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from tvm import relax
 
 from engine.parallel.detection import member_info
 from engine.parallel.gain import busy_share
-from engine.parallel.kernel_graph import KernelGraph, alias_roots, call_args, is_call_tir, key, main_bindings
+from engine.parallel.kernel_graph import KernelGraph, alias_roots, is_call_tir, key, main_bindings
 from engine.parallel.plan import (DecisionId, DecisionKind, DecisionStatus, Evidence, FusionDecision, Gain,
                                   MemberRef, RowLink)
 from engine.parallel.tir_util import FusionUnsupported
+from engine.parallel.vertical import consumer_params
 
 
-def sole_reader(mod, producer: int, consumer: int) -> int | None:
-    """The consumer's argument position of the producer's output when that call is its only
-    use in `main` (no other kernel, no output, read once); else None."""
+def sole_readers(mod):
+    """(producer, consumer) -> the consumer's argument position of the producer's output when
+    that call is its only use in `main` (no other kernel, no output, read once), else None;
+    the uses are counted once per module, aliases (`lv = lv1`) looked through."""
     bindings = main_bindings(mod)
     roots = alias_roots(bindings)
-    calls = [b for b in bindings if is_call_tir(b.value)]
-    pvar = key(calls[producer].var)
-    cvar = key(calls[consumer].var)
     root = lambda v: roots.get(key(v), key(v))
-    hits = [i for i, a in enumerate(call_args(calls[consumer].value)) if isinstance(a, relax.Var) and root(a) == pvar]
-    if len(hits) != 1:
-        return None
-    for b in bindings:
-        if key(b.var) == cvar or isinstance(b.value, relax.Var):
-            continue  # the consumer itself; aliases are looked through
-        if any(root(v) == pvar for v in relax.analysis.free_vars(b.value)):
-            return None
-    ret = mod["main"].body.body
-    if any(root(v) == pvar for v in relax.analysis.free_vars(ret)):
-        return None
-    return hits[0]
+    uses: Counter[int] = Counter()
+    for value in [b.value for b in bindings if not isinstance(b.value, relax.Var)] + [mod["main"].body.body]:
+        uses.update({root(v) for v in relax.analysis.free_vars(value)})
+    calls = [b for b in bindings if is_call_tir(b.value)]
+    position = consumer_params(mod)
+
+    def reader(producer: int, consumer: int) -> int | None:
+        param = position(producer, consumer)
+        return param if param is not None and uses[key(calls[producer].var)] == 1 else None
+
+    return reader
 
 
 def propose_rows(scheduled, graph, kg: KernelGraph, codegen, start: int, model, target,
@@ -50,12 +50,13 @@ def propose_rows(scheduled, graph, kg: KernelGraph, codegen, start: int, model, 
     if codegen.rows is None:
         return []
     mod = scheduled.module
+    sole_reader = sole_readers(mod)
     decisions = []
     for c in range(len(kg.kernels)):
         for p in dict.fromkeys(kg.producers(c)):
             if (p, c) in taken or any(q != p and kg.has_path(p, q) for q in kg.producers(c)):
                 continue
-            param = sole_reader(mod, p, c)
+            param = sole_reader(p, c)
             if param is None:
                 continue
             funcs = [kg.kernels[p].func, kg.kernels[c].func]

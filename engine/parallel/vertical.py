@@ -38,7 +38,7 @@ def block_link(edge, consumer_param: int) -> BlockLink | None:
     return None
 
 
-def _consumer_params(mod):
+def consumer_params(mod):
     """(producer, consumer) -> position of the producer's output among the consumer's
     arguments, None when it is passed twice; aliases (`lv = lv1`) looked through."""
     bindings = main_bindings(mod)
@@ -69,7 +69,7 @@ def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, s
 
     # an edge the analysis cannot read comes back all-to-all: it costs only its own proposal
     edges = analyze_edges(scheduled, keep, Method.AUTO)
-    consumer_param = _consumer_params(scheduled.module)
+    consumer_param = consumer_params(scheduled.module)
     decisions = []
     for e in edges:
         p, c = e.producer.index, e.consumer.index
