@@ -13,7 +13,6 @@ replayed by a later compile without measuring.
 from __future__ import annotations
 
 import enum
-import json
 from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
@@ -140,19 +139,12 @@ def _key(funcs, trials: int) -> str:
     return f"{'+'.join(parts)}@{trials}"
 
 
-def _path(store: TuneStore):
-    return store.path / "cotuning.json"
+FILE = "cotuning.json"
 
 
 def _load(store: TuneStore) -> dict[str, CotuneRecord]:
-    path = _path(store)
-    if not path.exists():
-        return {}
-    return {k: CotuneRecord.from_json(v) for k, v in json.loads(path.read_text()).items()}
+    return {k: CotuneRecord.from_json(v) for k, v in (store.read_json(FILE) or {}).items()}
 
 
 def _save(store: TuneStore, records: dict[str, CotuneRecord]) -> None:
-    store.path.mkdir(parents=True, exist_ok=True)
-    tmp = _path(store).with_suffix(".tmp")
-    tmp.write_text(json.dumps({k: r.to_json() for k, r in sorted(records.items())}, indent=1))
-    tmp.replace(_path(store))
+    store.write_json(FILE, {k: r.to_json() for k, r in sorted(records.items())})

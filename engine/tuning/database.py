@@ -69,21 +69,24 @@ class TuneStore:
         self.path.mkdir(parents=True, exist_ok=True)
         return ms.database.JSONDatabase(work_dir=str(self.path))
 
-    @property
-    def _choices_path(self) -> Path:
-        return self.path / "choices.json"
+    def read_json(self, name: str) -> dict | None:
+        """A JSON file of the store; None when it was not written yet."""
+        path = self.path / name
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def write_json(self, name: str, data: dict) -> None:
+        """Write a JSON file of the store whole or not at all (a temporary file, renamed)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        path = self.path / name
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(path)
 
     def load_records(self) -> dict[str, KernelRecord]:
-        if not self._choices_path.exists():
-            return {}
-        raw = json.loads(self._choices_path.read_text())
+        raw = self.read_json("choices.json") or {}
         return {k: KernelRecord(**{**v, "choice": Choice(v["choice"]),
                                    "knobs": tuple(v["knobs"]) if v.get("knobs") is not None else None})
                 for k, v in raw.items()}
 
     def save_records(self, records: dict[str, KernelRecord]) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        data = {k: {**asdict(r), "choice": r.choice.value} for k, r in sorted(records.items())}
-        tmp = self._choices_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(self._choices_path)
+        self.write_json("choices.json", {k: {**asdict(r), "choice": r.choice.value} for k, r in sorted(records.items())})

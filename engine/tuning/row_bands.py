@@ -11,7 +11,6 @@ Results are stored beside the kernel records and replayed without measuring.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -103,13 +102,11 @@ FILE = "row_bands.json"
 
 
 def _load(store: TuneStore) -> dict[str, RowBandsRecord]:
-    path = store.path / FILE
     try:
-        return {k: RowBandsRecord.from_json(v) for k, v in json.loads(path.read_text()).items()}
+        return {k: RowBandsRecord.from_json(v) for k, v in (store.read_json(FILE) or {}).items()}
     except (OSError, ValueError, KeyError, TypeError):
-        return {}  # none yet, or unreadable: measured again
+        return {}  # unreadable: measured again
 
 
 def _save(store: TuneStore, saved: dict[str, RowBandsRecord]) -> None:
-    store.path.mkdir(parents=True, exist_ok=True)
-    (store.path / FILE).write_text(json.dumps({k: v.to_json() for k, v in saved.items()}, indent=1))
+    store.write_json(FILE, {k: v.to_json() for k, v in saved.items()})
