@@ -1,6 +1,6 @@
 """Tuning inside the compile's schedule stage: per-kernel tuning (engine.tuning.tuner),
 then co-tuning of the plan's approved horizontal groups (engine.tuning.cotune_plan); after
-the default schedules, the band count of its row-band decisions (engine.tuning.row_bands).
+the default schedules, the knobs of its row-band decisions (engine.tuning.row_bands).
 
     outcome = tune_kernels(mod, ctx, TuneOptions(trials=64, cotune_trials=32), plan)
     outcome.module      kernels chosen by tuning, scheduled; the rest left to the default
@@ -32,14 +32,20 @@ class TuneOutcome:
     notes: tuple[str, ...] = ()
 
 
-def tune_kernels(mod: tvm.IRModule, ctx, options: TuneOptions, plan=None) -> TuneOutcome:
-    """`ctx`: the pipeline's CompileContext (model, spec, target, kernels, progress)."""
+def _store_and_emit(ctx, options: TuneOptions):
+    """The model's tuning store, and a progress line of the schedule stage (seconds since now)."""
     store = TuneStore.for_model(ctx.model.name, ctx.spec.name, options.db_root)
     start = time.perf_counter()
 
     def emit(message: str) -> None:
         ctx.progress(StageEvent(Stage.SCHEDULE, StageStatus.PROGRESS, time.perf_counter() - start, message))
 
+    return store, emit
+
+
+def tune_kernels(mod: tvm.IRModule, ctx, options: TuneOptions, plan=None) -> TuneOutcome:
+    """`ctx`: the pipeline's CompileContext (model, spec, target, kernels, progress)."""
+    store, emit = _store_and_emit(ctx, options)
     if options.rpc is not None:
         check_tracker(options.rpc)  # seconds, not TVM's minute of retries per connection
     unscheduled = mod
@@ -55,19 +61,14 @@ def tune_kernels(mod: tvm.IRModule, ctx, options: TuneOptions, plan=None) -> Tun
 
 
 def tune_row_bands_of(mod: tvm.IRModule, ctx, options: TuneOptions, plan, outcome: TuneOutcome) -> TuneOutcome:
-    """`outcome` with the band counts of the plan's row-band decisions searched on `mod`, the
-    scheduled module (the fused kernel is built from the members' final, prepacked form)."""
+    """`outcome` with the knobs of the plan's row-band decisions (band count, order) searched on
+    `mod`, the scheduled module (the fused kernel is built from the members' final, prepacked
+    form)."""
     if not (options.trials > 0 or options.cotune_trials > 0) or plan is None or ctx.spec.fusion.rows is None:
         return outcome
     from engine.tuning.row_bands import tune_row_bands
 
-    store = TuneStore.for_model(ctx.model.name, ctx.spec.name, options.db_root)
-    start = time.perf_counter()
-
-    def emit(message: str) -> None:
-        ctx.progress(StageEvent(Stage.SCHEDULE, StageStatus.PROGRESS, time.perf_counter() - start, message))
-
-    bands = tune_row_bands(mod, ctx, plan, store, emit)
+    bands = tune_row_bands(mod, ctx, plan, *_store_and_emit(ctx, options))
     return replace(outcome, cotuned=outcome.cotuned + tuple(bands),
                    layouts={**outcome.layouts, **{r.decision: r.layout for r in bands}},
                    notes=outcome.notes + tuple(r.note() for r in bands))
