@@ -61,6 +61,12 @@ def busy_share(chunks: int, cores: int) -> float:
     return chunks / (-(-chunks // cores) * cores)
 
 
+def weighted_busy(work, chunks, cores: int) -> float:
+    """The share of the cores kernels keep busy when each runs alone, weighted by its work."""
+    total = sum(work)
+    return sum(w * busy_share(c, cores) for w, c in zip(work, chunks)) / total if total else 0.0
+
+
 def estimate_gain(model: CostModel, flops: list[int], chunks: list[int], stages: list[int],
                   fused_chunks: int | None = None) -> Gain:
     """`stages`: parallel stages per member (the fused kernel has max(stages) phases);
@@ -71,7 +77,7 @@ def estimate_gain(model: CostModel, flops: list[int], chunks: list[int], stages:
     total_chunks = fused_chunks or sum(chunks)
     busy = [busy_share(c, model.cores) for c in chunks]
     work = sum(flops) or 1
-    before = sum(f * b for f, b in zip(flops, busy)) / work
+    before = weighted_busy(flops, chunks, model.cores)
     after = busy_share(total_chunks, model.cores)
     rate = model.flops_per_us_per_core * model.cores
     alone = sum(f / (rate * b) for f, b in zip(flops, busy)) + model.launch_us * sum(stages)

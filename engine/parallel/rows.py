@@ -15,7 +15,7 @@ from collections import Counter
 from tvm import relax
 
 from engine.parallel.detection import member_info
-from engine.parallel.gain import busy_share
+from engine.parallel.gain import busy_share, weighted_busy
 from engine.parallel.kernel_graph import KernelGraph, alias_roots, is_call_tir, key, main_bindings
 from engine.parallel.plan import (DecisionId, DecisionKind, DecisionStatus, Evidence, FusionDecision, Gain,
                                   MemberRef, RowLink)
@@ -73,13 +73,12 @@ def _decision(did: str, graph, kg: KernelGraph, p: int, c: int, link: RowLink, m
     infos = [member_info(graph, kg, k, chunks.get) for k in (p, c)]
     members = tuple(MemberRef(m.kernel, m.func, m.ops, m.labels, m.signature, m.out_shape, m.flops, m.chunks)
                     for m in infos)
-    busy = busy_share(link.tasks, model.cores)
     per_byte = 1.0 / model.bytes_per_us if model.bytes_per_us else 0.0
     gain = Gain(launches_saved=1, parallel_regions_saved=link.regions_saved,
                 member_chunks=(link.producer_chunks, link.consumer_chunks), fused_chunks=link.tasks,
-                utilisation_before=round(min(busy_share(link.producer_chunks, model.cores),
-                                             busy_share(link.consumer_chunks, model.cores)), 4),
-                utilisation_after=round(busy, 4),
+                utilisation_before=round(weighted_busy([max(m.flops, 1.0) for m in infos],
+                                                       [link.producer_chunks, link.consumer_chunks], model.cores), 4),
+                utilisation_after=round(busy_share(link.tasks, model.cores), 4),
                 estimated_us=round(model.launch_us + link.kept_bytes * per_byte
                                    - link.recomputed * infos[0].flops / (model.flops_per_us_per_core * model.cores), 2),
                 kept_bytes=link.kept_bytes, scratch_bytes=link.scratch_bytes, recomputed=link.recomputed)

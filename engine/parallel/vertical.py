@@ -15,7 +15,7 @@ from tvm import relax
 
 from engine.blockdeps import EdgeClass, Method, analyze_edges
 from engine.parallel.detection import member_info
-from engine.parallel.gain import busy_share
+from engine.parallel.gain import busy_share, weighted_busy
 from engine.parallel.kernel_graph import KernelGraph, alias_roots, call_args, is_call_tir, key, main_bindings
 from engine.parallel.plan import (BlockLink, DecisionId, DecisionKind, DecisionStatus, Evidence, FusionDecision,
                                   Gain, LinkPattern, MemberRef)
@@ -87,12 +87,12 @@ def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, s
         reread = buffer_bytes(mod[funcs[0]].params[-1])
         # busy cores (SMs): each member alone on its own grid, weighted by its work; fused, both
         # run on the producer's blocks
-        busy = lambda n: busy_share(n, model.cores)
-        work = [max(m.flops, 1.0) for m in infos]
-        before = (work[0] * busy(link.producer_blocks) + work[1] * busy(link.consumer_blocks)) / sum(work)
+        before = weighted_busy([max(m.flops, 1.0) for m in infos], [link.producer_blocks, link.consumer_blocks],
+                               model.cores)
         gain = Gain(launches_saved=1, parallel_regions_saved=1, member_chunks=(link.producer_blocks,
                     link.consumer_blocks), fused_chunks=link.producer_blocks,
-                    utilisation_before=round(before, 4), utilisation_after=round(busy(link.producer_blocks), 4),
+                    utilisation_before=round(before, 4),
+                    utilisation_after=round(busy_share(link.producer_blocks, model.cores), 4),
                     estimated_us=round(model.launch_us + (reread / model.bytes_per_us if model.bytes_per_us else 0.0), 2),
                     reread_bytes=reread)
         status, reason = DecisionStatus.PROPOSED, ""
