@@ -22,7 +22,7 @@ from engine.schedule.cpu.rules import is_scheduled
 from engine.errors import BlockwiseError, one_line
 from engine.parallel.codegen.cpu import CpuLayout
 from engine.tuning.cotune import Group, GroupConfig, compare_cotuning
-from engine.tuning.database import TuneStore, workload_key
+from engine.tuning.database import TuneStore, group_key
 from engine.tuning.kernel import as_kernel
 
 
@@ -135,8 +135,7 @@ def _config(group: Group, rec: CotuneRecord) -> GroupConfig | None:
 
 
 def _key(funcs, trials: int) -> str:
-    parts = [workload_key(tvm.IRModule({"main": f.with_attr("global_symbol", "main")})) for f in funcs]
-    return f"{'+'.join(parts)}@{trials}"
+    return f"{group_key(funcs)}@{trials}"
 
 
 FILE = "cotuning.json"

@@ -54,6 +54,11 @@ def workload_key(mod: tvm.IRModule) -> str:
     return f"{tvm_ffi.structural_hash(mod) & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
+def group_key(funcs) -> str:
+    """The workload keys of several PrimFuncs (a fused group's members), joined by `+`."""
+    return "+".join(workload_key(tvm.IRModule({"main": f.with_attr("global_symbol", "main")})) for f in funcs)
+
+
 class TuneStore:
     """The database folder of one (model, target) pair."""
 

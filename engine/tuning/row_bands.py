@@ -20,7 +20,7 @@ from engine.errors import BlockwiseError, one_line
 from engine.parallel.codegen.cpu_rows import MAX_RECOMPUTED, fuse_rows_cpu, plan_rows, recomputed_share, row_chain
 from engine.schedule.cpu.common import num_cores
 from engine.tuning.cotune import time_kernel
-from engine.tuning.database import TuneStore, workload_key
+from engine.tuning.database import TuneStore, group_key
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,7 @@ def tune_row_bands(mod: tvm.IRModule, ctx, plan, store: TuneStore, emit: Callabl
             continue
         names = [ctx.kernels[k].func for k in d.kernels]
         link = d.evidence.rows
-        key = "+".join(workload_key(tvm.IRModule({"main": mod[n].with_attr("global_symbol", "main")}))
-                       for n in names) + f"@rows{link.consumer_param}"
+        key = f"{group_key([mod[n] for n in names])}@rows{link.consumer_param}"
         rec = saved.get(key)
         if rec is None:
             try:
