@@ -2,7 +2,8 @@
 
 `member_variants(func, target)` lists (knobs, scheduled PrimFunc) pairs, the default
 rule's choice first: for NCHW conv2d the register tile (ft output channels x xt output
-columns) of engine.schedule.cpu.conv's micro-kernel, knobs (ft, xt); for matmul the register
+columns) of engine.schedule.cpu.conv's micro-kernel, knobs (ft, xt), and for a 1x1 conv
+the pixel-vector tiles of engine.schedule.cpu.conv_pixels, knobs ("px", ft, pv); for matmul the register
 tile (it rows x jt columns) of engine.schedule.cpu.rules.Matmul, knobs ("mm", it, jt), which
 also sets how many parallel chunks the kernel offers; any other kernel has one variant,
 its default schedule.
@@ -14,6 +15,7 @@ from tvm import s_tir, tirx
 
 from engine.schedule.cpu.common import blocks_of, is_reduction_block
 from engine.schedule.cpu.conv import Conv2dNCHW, register_tiles
+from engine.schedule.cpu.conv_pixels import Conv1x1Pixels, pixel_tiles
 from engine.schedule.cpu.isa import Isa, isa_of
 from engine.schedule.cpu.rules import Matmul, schedule_func
 
@@ -43,6 +45,22 @@ def schedule_conv(func: tirx.PrimFunc, target, ft: int, xt: int) -> tirx.PrimFun
     return sch.mod["main"].with_attr("tirx.is_scheduled", True)
 
 
+def _pixel_variants(func: tirx.PrimFunc, target) -> list[tuple[tuple, tirx.PrimFunc]]:
+    """("px", ft, pv) variants of a 1x1 conv the pixel rule fits (given a tile), else []."""
+    sch = s_tir.Schedule(func)
+    reds = [b for b in blocks_of(sch) if is_reduction_block(sch, b)]
+    if len(reds) != 1 or len(sch.get(reds[0]).iter_vars) != 7:
+        return []
+    _, n_f, n_h, n_w = (int(s) for s in sch.get(reds[0]).writes[0].source.shape)
+    out = []
+    for ft, pv in pixel_tiles(n_f, n_h * n_w, isa_of(target)):
+        pixel = Conv1x1Pixels(tile=(ft, pv)).apply(func, target)
+        if pixel is None:
+            return []  # not a 1x1 stride-1 unpadded conv: no tile fits
+        out.append((("px", ft, pv), pixel.mod["main"].with_attr("tirx.is_scheduled", True)))
+    return out
+
+
 def _matmul_shape(func) -> tuple[int, int] | None:
     """(rows, columns) when the Matmul rule schedules `func` (and the conv rule does not)."""
     sch = s_tir.Schedule(func)
@@ -64,7 +82,13 @@ def member_variants(func: tirx.PrimFunc, target) -> list[tuple[tuple, tirx.PrimF
     """(knobs, scheduled function) for every point of the member's knob space."""
     shape = _conv_shape(func)
     if shape is not None:
-        return [((ft, xt), schedule_conv(func, target, ft, xt)) for ft, xt in conv_tiles(*shape, isa_of(target))]
+        # (a grouped conv's tiles must also divide its channels per group: the rule says which)
+        channel = [((ft, xt), sch.mod["main"].with_attr("tirx.is_scheduled", True))
+                   for ft, xt in conv_tiles(*shape, isa_of(target))
+                   if (sch := Conv2dNCHW(tile=(ft, xt)).apply(func, target)) is not None]
+        pixel = _pixel_variants(func, target)
+        # the default rule's choice first: the pixel rule's when it takes the conv
+        return pixel + channel if Conv1x1Pixels().apply(func, target) is not None else channel + pixel
     mm = _matmul_shape(func)
     if mm is not None:
         return [(("mm", it, jt), schedule_matmul(func, target, it, jt)) for it, jt in Matmul.tiles(*mm, isa_of(target))]
@@ -86,4 +110,7 @@ def schedule_knobs(func: tirx.PrimFunc, target, knobs: tuple) -> tirx.PrimFunc |
         return schedule_conv(func, target, *knobs)
     if len(knobs) == 3 and knobs[0] == "mm":
         return schedule_matmul(func, target, int(knobs[1]), int(knobs[2]))
+    if len(knobs) == 3 and knobs[0] == "px":
+        sch = Conv1x1Pixels(tile=(int(knobs[1]), int(knobs[2]))).apply(func, target)
+        return sch.mod["main"].with_attr("tirx.is_scheduled", True) if sch is not None else None
     return None

@@ -29,13 +29,14 @@ from engine.schedule.cpu.common import (
     vector_lanes,
 )
 from engine.schedule.cpu.conv import Conv2dNCHW
+from engine.schedule.cpu.conv_pixels import Conv1x1Pixels
 from engine.schedule.cpu.intrinsics import serialize_unvectorizable
 from engine.schedule.cpu.isa import Isa, isa_of
 from engine.schedule.cpu.rowwise import RowWise
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RULES", "schedule_module", "schedule_func", "Conv2dNCHW", "Matmul", "RowWise", "Fallback"]
+__all__ = ["RULES", "schedule_module", "schedule_func", "Conv1x1Pixels", "Conv2dNCHW", "Matmul", "RowWise", "Fallback"]
 
 
 def _inline_all(sch: s_tir.Schedule, keep=()) -> None:
@@ -168,7 +169,7 @@ class Fallback(ScheduleRule):
         return sch
 
 
-RULES: list[ScheduleRule] = [Conv2dNCHW(), Matmul(), RowWise(), Fallback()]
+RULES: list[ScheduleRule] = [Conv1x1Pixels(), Conv2dNCHW(), Matmul(), RowWise(), Fallback()]
 
 
 def is_scheduled(func) -> bool:

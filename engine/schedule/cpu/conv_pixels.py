@@ -1,0 +1,170 @@
+"""Default CPU schedule for a 1x1, stride-1, unpadded NCHW conv2d whose output channels
+give the channel-vector micro-kernel (engine.schedule.cpu.conv) a narrow tile: a grouped
+conv with 34 or 68 channels per group (2-4 of 16 lanes), or 1000 classifier channels (8).
+
+Such a conv is a GEMM per group, out[f, p] = sum_c w[f, c] * in[g(f)*Cg + c, p], over the
+pixels p = y*W + x, which NCHW stores contiguously. The register tile is ``ft`` output
+channels x ``pv`` vectors of pixels: per reduction step it loads ``pv`` input vectors and
+broadcasts ``ft`` packed weights, so every lane is used whatever the channel count, and a
+tile may straddle groups (the channel rows are unrolled, each reads its own group's input).
+The pixel count rarely divides the tile (14x14 = 196): the pixel loop is partitioned into
+whole tiles and one tail of fewer than a vector's lanes, which runs as one short vector
+instead of the predicated, scalarised tile a plain split would give.
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+from tvm.target import Target
+
+from engine.schedule.cpu.common import PREPROC_ATTR, ScheduleRule, blocks_of, is_reduction_block
+from engine.schedule.cpu.conv import _choose_tile, _group_structure, _var_of
+from engine.schedule.cpu.isa import Isa, isa_of
+
+PIXEL_VECTORS = (2, 1, 4)  # preferred first: measured 8x2 < 4x4 < 16x1 (2-core AVX-512 EPYC)
+
+
+def pixel_tiles(n_f: int, pixels: int, isa: Isa) -> list[tuple[int, int]]:
+    """Every (ft, pv) tile for `isa`: ft output channels (a divisor of the channel count,
+    within the accumulator registers) x pv pixel vectors, whose pixel tail after whole
+    tiles fits one vector; the default first (PIXEL_VECTORS order, the most channels)."""
+    lanes = isa.lanes()
+    tiles = []
+    for pv in PIXEL_VECTORS:
+        if pixels < pv * lanes or pixels % (pv * lanes) > lanes:
+            continue
+        rows = [ft for ft in range(isa.max_rows(pv), 0, -1) if n_f % ft == 0]
+        tiles += [(ft, pv) for ft in rows if ft * pv >= 4]
+    return tiles
+
+
+def _partitions(sch: s_tir.Schedule, name: str) -> list[str]:
+    """Names of the blocks loop_partition made of block `name`, in loop order (it names
+    them `name_<loop><k>` inside `..._common` / `..._partition` wrapper blocks)."""
+    found: list[str] = []
+    tvm_ffi.structural_walk(sch.mod["main"].body, (s_tir.SBlock, lambda b: found.append(b.name_hint)))
+    return [n for n in found if n.startswith(name + "_") and not n.endswith(("_common", "_partition"))]
+
+
+class Conv1x1Pixels(ScheduleRule):
+    """1x1 stride-1 unpadded conv2d (+ injective epilogue), pixel-vectorised, when the
+    channel-vector rule's tile would be narrower than one vector (or `tile` is given:
+    (ft, pv), the tuner's knob space)."""
+
+    def __init__(self, tile: tuple[int, int] | None = None):
+        self.tile = tile
+
+    def apply(self, func: tirx.PrimFunc, target: Target):
+        sch = s_tir.Schedule(func)
+        blocks = blocks_of(sch)
+        reds = [b for b in blocks if is_reduction_block(sch, b)]
+        if len(reds) != 1:
+            return None
+        conv = reds[0]
+        stmt = sch.get(conv)
+        kinds = "".join("S" if iv.iter_type == tirx.IterVar.DataPar else "R" for iv in stmt.iter_vars)
+        if kinds != "SSSSRRR" or len(stmt.reads) != 2 or len(stmt.writes) != 1:
+            return None
+        v = [iv.var for iv in stmt.iter_vars]  # n, f, y, x, c, ry, rx
+        if any(int(stmt.iter_vars[i].dom.extent) != 1 for i in (5, 6)):
+            return None  # not 1x1
+        w_region = stmt.reads[1].region
+        if len(w_region) != 4 or any(
+            _var_of(r.min) is None or not _var_of(r.min).same_as(v[i]) for r, i in zip(w_region, (1, 4, 5, 6))
+        ):
+            return None
+        grp = _group_structure(stmt, v)
+        if grp is None:
+            return None
+        groups, n_fg, n_cg = grp
+        if groups > 1 and n_fg == 1 and n_cg == 1:
+            return None  # depthwise
+        _, n_f, n_h, n_w = (int(s) for s in stmt.writes[0].source.shape)
+        isa = isa_of(target)
+        if self.tile is None:
+            narrow = groups > 1
+            channel_tile = _choose_tile(n_fg if narrow else n_f, n_w, isa, narrow=narrow)
+            if channel_tile is not None and channel_tile[0] >= isa.lanes():
+                return None  # whole channel vectors: the channel rule's micro-kernel
+        idx = [sch.get(b).name_hint for b in blocks].index(stmt.name_hint)
+        producers, epilogue = blocks[:idx], blocks[idx + 1 :]
+        if any(is_reduction_block(sch, b) for b in producers + epilogue):
+            return None
+        try:
+            for b in producers:  # a 1x1 unpadded conv's "pad" is an identity copy
+                sch.compute_inline(b)
+            for b in epilogue[:-1]:
+                sch.compute_inline(b)
+        except Exception:  # pylint: disable=broad-except
+            return None
+        # stride 1, no padding: the input pixel read is the output pixel itself
+        stmt = sch.get(conv)
+        src = stmt.reads[0].source
+        if len(src.shape) != 4 or [int(d) for d in src.shape[2:]] != [n_h, n_w]:
+            return None
+        ana = tvm.sym.Analyzer()
+        for i in (5, 6):
+            ana.bind(v[i], tvm.ir.Range(0, 1))
+        if not all(ana.can_prove(stmt.reads[0].region[d].min - v[d] == 0) for d in (2, 3)):
+            return None
+        pixels = n_h * n_w
+        options = pixel_tiles(n_f, pixels, isa)
+        if not options or (self.tile is not None and self.tile not in options):
+            return None
+        ft, pv = self.tile or options[0]
+        return _schedule(sch, conv, epilogue[-1] if epilogue else None, n_w, pixels, ft, pv, isa.lanes())
+
+
+def _schedule(sch, conv, last, n_w: int, pixels: int, ft: int, pv: int, lanes: int):
+    if last is not None:
+        sch.set_scope(conv, 0, "local")
+    else:  # the conv writes the output param: accumulate locally, copy out per chunk
+        last = sch.cache_write(conv, 0, "local")
+    # Weight [F, Cg, 1, 1] -> [F/ft, Cg, 1, 1, ft]: a step's ft broadcasts are contiguous.
+    wpack = sch.cache_read(conv, 1, "global")
+    sch.transform_layout(wpack, ("write", 0), lambda f, c, r, s: (f // ft, c, r, s, f % ft))
+    sch.annotate(wpack, PREPROC_ATTR, True)
+    # Pixels as one axis: the accumulator and both blocks' iterations over p = y*W + x, so
+    # a tile of pixels that crosses rows is still one box of the accumulator.
+    sch.transform_layout(conv, ("write", 0), lambda n_, f_, y_, x_: (n_, f_, y_ * n_w + x_))
+    sch.transform_block_layout(conv, lambda n_, f_, y_, x_, c_, r_, s_: (n_, f_, y_ * n_w + x_, c_, r_, s_))
+    sch.transform_block_layout(last, lambda n_, f_, y_, x_: (n_, f_, y_ * n_w + x_))
+    n, f, p, rc, ry, rx = sch.get_loops(conv)
+    fo, fi = sch.split(f, [None, ft])
+    sch.reorder(n, fo, p, rc, ry, rx, fi)
+    par = sch.fuse(n, fo)
+    sch.parallel(par)
+    sch.reverse_compute_at(last, par, preserve_unit_loops=True)
+    tile = pv * lanes
+    whole = pixels // tile * tile
+    conv_name, last_name = sch.get(conv).name_hint, sch.get(last).name_hint
+    parts = [(conv_name, last_name)]
+    if whole < pixels:
+        # whole tiles, then a tail of at most `lanes` pixels (pixel_tiles ensures it)
+        sch.loop_partition(p, [whole, None])
+        sch.loop_partition(sch.get_loops(last)[-1], [whole, None])
+        parts = list(zip(_partitions(sch, conv_name), _partitions(sch, last_name)))
+    for k, (cname, lname) in enumerate(parts):
+        cb = sch.get_sblock(cname)
+        pl, rc_, ry_, rx_, fi_ = sch.get_loops(cb)[-5:]
+        if k == 0:
+            po, pi = sch.split(pl, [None, tile])
+            sch.reorder(po, rc_, ry_, rx_, fi_, pi)
+            pio, pii = sch.split(pi, [None, lanes])
+            sch.unroll(pio)
+            sch.vectorize(pii)
+        else:  # the tail: a loop starting at `whole` (split refuses those), one short vector
+            sch.reorder(rc_, ry_, rx_, fi_, pl)
+            sch.vectorize(pl)
+        sch.unroll(fi_)
+        sch.decompose_reduction(cb, rc_)  # the init loops keep the unroll and vector marks
+        lb = sch.get_sblock(lname)
+        ll = sch.get_loops(lb)[-1]
+        if k == 0:
+            _, inner = sch.split(ll, [None, lanes])
+            sch.vectorize(inner)
+        else:
+            sch.vectorize(ll)
+    return sch
