@@ -3,8 +3,10 @@
     .venv/bin/python bench/compare.py --quick            # every model, 64-trial tuned pair
     .venv/bin/python bench/compare.py --models zoo:squeezenet --runs 30 --tune-trials 192
 
-Per model, latency is the median of N runs after warm-up; our builds and the tuned TVM
-build are interleaved round by round so that load from other processes hits all of them.
+Per model, latency is the median of N samples after warm-up, a sample being the mean of
+back-to-back calls filling MIN_SAMPLE_MS (one call for all but the small models); our
+builds and the tuned TVM build are interleaved round by round so that load from other
+processes hits all of them.
 
 - onnxruntime (CPU EP, all cores), timed alone first (see bench_model).
 - This project: plain `blockwise` (our default schedules) and each optimisation on top:
@@ -111,11 +113,31 @@ def _variants(session, cotune_trials: int, arch: str | None = None):
     return variants
 
 
+# A sample is the mean of back-to-back calls lasting at least this long: a 0.1 ms model's
+# single calls, each after a pause, measured the thread pools waking up (inception_block
+# 0.188 ms in a 10-run table, 0.097-0.119 ms over 200 calls) more than the kernels.
+MIN_SAMPLE_MS = 2.0
+
+
+def _calls_per_sample(fn) -> int:
+    start = time.perf_counter()
+    fn()
+    once = (time.perf_counter() - start) * 1e3
+    return max(1, min(1000, math.ceil(MIN_SAMPLE_MS / max(once, 1e-3))))
+
+
 def _median_interleaved(fns: dict[str, object], runs: int, rounds: int = 5) -> dict[str, list[float]]:
-    """Rounds of `runs // rounds` timed calls per configuration, interleaved; each turn
-    starts with a pause and two untimed calls (the previous executable's pool settles)."""
+    """Rounds of `runs // rounds` samples per configuration, interleaved; each turn starts
+    with a pause and two untimed calls (the previous executable's pool settles). A sample
+    is the mean time of as many back-to-back calls as fill MIN_SAMPLE_MS (one call for
+    models slower than that), counted once per configuration before the rounds."""
     samples: dict[str, list[float]] = {k: [] for k in fns}
     per_round = max(1, runs // rounds)
+    calls = {}
+    for name, fn in fns.items():
+        fn()
+        fn()
+        calls[name] = _calls_per_sample(fn)
     for _ in range(rounds):
         for name, fn in fns.items():
             time.sleep(0.05)
@@ -123,8 +145,9 @@ def _median_interleaved(fns: dict[str, object], runs: int, rounds: int = 5) -> d
             fn()
             for _ in range(per_round):
                 start = time.perf_counter()
-                fn()
-                samples[name].append((time.perf_counter() - start) * 1e3)
+                for _ in range(calls[name]):
+                    fn()
+                samples[name].append((time.perf_counter() - start) * 1e3 / calls[name])
     return samples
 
 

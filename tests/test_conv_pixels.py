@@ -79,6 +79,8 @@ def test_pixel_tiles_follow_the_isa():
     assert pixel_tiles(272, 196, AVX2)[0] == (4, 2)
     # 49 pixels: two vectors leave a 17-pixel tail (more than a vector): one-vector tiles
     assert all(pv == 1 for _, pv in pixel_tiles(544, 49, AVX512)[:1])
+    # few channels: a tile without a pixel tail, so the pixel tiles are parallel chunks too
+    assert pixel_tiles(24, 784, AVX512, cores=2)[0] == (12, 1)
     for ft, pv in pixel_tiles(1000, 169, AVX512):
         assert 1000 % ft == 0 and 169 % (16 * pv) <= 16
 

@@ -10,7 +10,7 @@ import pytest
 import tvm
 from tvm import relax
 
-from engine.schedule.cpu.rules import RULES, schedule_func, schedule_module
+from engine.schedule.cpu.rules import Conv2dNCHW, Matmul, schedule_func, schedule_module
 from engine.pipeline import fuse_module
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
@@ -97,7 +97,7 @@ def test_conv_rule_is_used():
         bb.emit_func_output(out)
     fused = _fuse(bb.get())
     (name, func), = [(n, f) for n, f in _prim_funcs(fused).items() if "conv2d" in n]
-    assert RULES[0].apply(func, TARGET) is not None  # Conv2dNCHW matches
+    assert Conv2dNCHW().apply(func, TARGET) is not None  # the channel-vector conv rule matches
     scheduled = schedule_func(func, TARGET)
     assert "T.parallel" in scheduled.script() and "T.vectorized" in scheduled.script()
     # Weight as a runtime input (no epilogue, no folding): the repack runs in-kernel.
@@ -213,7 +213,7 @@ def test_batch_matmul():
 
     fused = _fuse(_module([("a", a.shape), ("b", bm.shape)], body))
     (func,) = [f for n, f in _prim_funcs(fused).items() if "matmul" in n]
-    assert RULES[1].apply(func, TARGET) is not None  # the Matmul rule, not the fallback
+    assert Matmul().apply(func, TARGET) is not None  # the Matmul rule, not the fallback
     _check(_module([("a", a.shape), ("b", bm.shape)], body), [a, bm], a @ bm, ["matmul"])
 
 

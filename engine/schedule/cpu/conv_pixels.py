@@ -19,17 +19,20 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.target import Target
 
-from engine.schedule.cpu.common import PREPROC_ATTR, ScheduleRule, blocks_of, is_reduction_block
+from engine.schedule.cpu.common import (CHUNKS_PER_CORE, PREPROC_ATTR, ScheduleRule, blocks_of, is_reduction_block,
+                                         num_cores)
 from engine.schedule.cpu.conv import _choose_tile, _group_structure, _var_of
 from engine.schedule.cpu.isa import Isa, isa_of
 
 PIXEL_VECTORS = (2, 1, 4)  # preferred first: measured 8x2 < 4x4 < 16x1 (2-core AVX-512 EPYC)
 
 
-def pixel_tiles(n_f: int, pixels: int, isa: Isa) -> list[tuple[int, int]]:
+def pixel_tiles(n_f: int, pixels: int, isa: Isa, cores: int = 1) -> list[tuple[int, int]]:
     """Every (ft, pv) tile for `isa`: ft output channels (a divisor of the channel count,
     within the accumulator registers) x pv pixel vectors, whose pixel tail after whole
-    tiles fits one vector; the default first (PIXEL_VECTORS order, the most channels)."""
+    tiles fits one vector; the default first: tiles giving CHUNKS_PER_CORE parallel chunks
+    per core before the others (a tile with a tail runs one chunk per channel tile, one
+    without one per channel tile and pixel tile), then PIXEL_VECTORS order, most channels."""
     lanes = isa.lanes()
     tiles = []
     for pv in PIXEL_VECTORS:
@@ -37,7 +40,12 @@ def pixel_tiles(n_f: int, pixels: int, isa: Isa) -> list[tuple[int, int]]:
             continue
         rows = [ft for ft in range(isa.max_rows(pv), 0, -1) if n_f % ft == 0]
         tiles += [(ft, pv) for ft in rows if ft * pv >= 4]
-    return tiles
+
+    def chunks(tile: tuple[int, int]) -> int:
+        ft, pv = tile
+        return n_f // ft * (pixels // (pv * lanes) if pixels % (pv * lanes) == 0 else 1)
+
+    return sorted(tiles, key=lambda t: chunks(t) < CHUNKS_PER_CORE * cores)
 
 
 def _partitions(sch: s_tir.Schedule, name: str) -> list[str]:
@@ -110,7 +118,7 @@ class Conv1x1Pixels(ScheduleRule):
         if not all(ana.can_prove(stmt.reads[0].region[d].min - v[d] == 0) for d in (2, 3)):
             return None
         pixels = n_h * n_w
-        options = pixel_tiles(n_f, pixels, isa)
+        options = pixel_tiles(n_f, pixels, isa, num_cores(target))
         if not options or (self.tile is not None and self.tile not in options):
             return None
         ft, pv = self.tile or options[0]
@@ -133,12 +141,17 @@ def _schedule(sch, conv, last, n_w: int, pixels: int, ft: int, pv: int, lanes: i
     sch.transform_block_layout(last, lambda n_, f_, y_, x_: (n_, f_, y_ * n_w + x_))
     n, f, p, rc, ry, rx = sch.get_loops(conv)
     fo, fi = sch.split(f, [None, ft])
-    sch.reorder(n, fo, p, rc, ry, rx, fi)
-    par = sch.fuse(n, fo)
-    sch.parallel(par)
-    sch.reverse_compute_at(last, par, preserve_unit_loops=True)
     tile = pv * lanes
     whole = pixels // tile * tile
+    if whole == pixels:  # whole tiles only: parallel over (channel tile, pixel tile)
+        po, p = sch.split(p, [None, tile])
+        sch.reorder(n, fo, po, p, rc, ry, rx, fi)
+        par = sch.fuse(n, fo, po)
+    else:  # the partitioned pixel loop stays inside one chunk per channel tile
+        sch.reorder(n, fo, p, rc, ry, rx, fi)
+        par = sch.fuse(n, fo)
+    sch.parallel(par)
+    sch.reverse_compute_at(last, par, preserve_unit_loops=True)
     conv_name, last_name = sch.get(conv).name_hint, sch.get(last).name_hint
     parts = [(conv_name, last_name)]
     if whole < pixels:
