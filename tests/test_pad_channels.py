@@ -48,3 +48,16 @@ def _constants(func):
     found = []
     tvm.relax.analysis.post_order_visit(func, lambda e: found.append(e) if isinstance(e, tvm.ir.GenericConst) else None)
     return found
+
+
+def test_a_ragged_1x1_conv_is_left_to_the_pixel_rule():
+    """squeezenet's conv10 shape, small: 1000 channels of a 1x1 conv stay unpadded."""
+    w = np.ones((1000, 8, 1, 1), "float32")
+    bb = relax.BlockBuilder()
+    xv = relax.Var("x", relax.TensorType((1, 8, 5, 5), "float32"))
+    with bb.function("main", [xv]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.conv2d(xv, relax.const(w)))
+        bb.emit_func_output(out)
+    padded = pad_conv_channels(16)(bb.get())
+    assert [c.value.shape for c in _constants(padded["main"])] == [(1000, 8, 1, 1)]
