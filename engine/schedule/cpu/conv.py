@@ -13,6 +13,8 @@ constant, so at run time the kernel reads the packed copy directly.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import tvm
 from tvm import s_tir, tirx
 from tvm.target import Target
@@ -46,6 +48,41 @@ def _group_structure(stmt, v) -> tuple[int, int, int] | None:
     if not ana.can_prove(got - want == 0):
         return None
     return groups, n_fg, n_cg
+
+
+@dataclass(frozen=True)
+class ConvMatch:
+    """The conv block of a kernel and its structure (engine.schedule.cpu's conv rules)."""
+
+    block: object  # the reduction SBlockRV
+    stmt: object  # its SBlock
+    vars: tuple  # the block's iter vars: n, f, y, x, c, ry, rx
+    groups: int
+    n_fg: int  # output channels per group
+    n_cg: int  # input channels per group
+
+    @property
+    def depthwise(self) -> bool:
+        return self.groups > 1 and self.n_fg == 1 and self.n_cg == 1
+
+
+def match_conv(sch: s_tir.Schedule) -> ConvMatch | None:
+    """The single NCHW/OIHW conv2d reduction of `sch`'s function, or None."""
+    reds = [b for b in blocks_of(sch) if is_reduction_block(sch, b)]
+    if len(reds) != 1:
+        return None
+    stmt = sch.get(reds[0])
+    kinds = "".join("S" if iv.iter_type == tirx.IterVar.DataPar else "R" for iv in stmt.iter_vars)
+    if kinds != "SSSSRRR" or len(stmt.reads) != 2 or len(stmt.writes) != 1:
+        return None
+    v = tuple(iv.var for iv in stmt.iter_vars)
+    w_region = stmt.reads[1].region
+    if len(w_region) != 4 or any(
+        _var_of(r.min) is None or not _var_of(r.min).same_as(v[i]) for r, i in zip(w_region, (1, 4, 5, 6))
+    ):
+        return None  # other layouts: not these rules
+    grp = _group_structure(stmt, v)
+    return ConvMatch(reds[0], stmt, v, *grp) if grp is not None else None
 
 
 def channel_tiles(lanes: int, narrow: bool = False) -> tuple[int, ...]:
@@ -95,25 +132,11 @@ class Conv2dNCHW(ScheduleRule):
     def apply(self, func: tirx.PrimFunc, target: Target):
         sch = s_tir.Schedule(func)
         blocks = blocks_of(sch)
-        reds = [b for b in blocks if is_reduction_block(sch, b)]
-        if len(reds) != 1:
+        match = match_conv(sch)
+        if match is None:
             return None
-        conv = reds[0]
-        stmt = sch.get(conv)
-        kinds = "".join("S" if iv.iter_type == tirx.IterVar.DataPar else "R" for iv in stmt.iter_vars)
-        if kinds != "SSSSRRR" or len(stmt.reads) != 2 or len(stmt.writes) != 1:
-            return None
-        v = [iv.var for iv in stmt.iter_vars]  # n, f, y, x, c, ry, rx
-        w_region = stmt.reads[1].region
-        if len(w_region) != 4 or any(
-            _var_of(r.min) is None or not _var_of(r.min).same_as(v[i]) for r, i in zip(w_region, (1, 4, 5, 6))
-        ):
-            return None  # other layouts: not this rule
-        grp = _group_structure(stmt, v)
-        if grp is None:
-            return None
-        groups, n_fg, n_cg = grp
-        depthwise = groups > 1 and n_fg == 1 and n_cg == 1
+        conv, stmt = match.block, match.stmt
+        groups, n_fg, depthwise = match.groups, match.n_fg, match.depthwise
         _, n_f, _, n_w = (int(s) for s in stmt.writes[0].source.shape)
         # Channel tile: within one group, except depthwise (any divisor of F, input repacked).
         isa = isa_of(target)

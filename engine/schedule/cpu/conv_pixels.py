@@ -21,7 +21,7 @@ from tvm.target import Target
 
 from engine.schedule.cpu.common import (CHUNKS_PER_CORE, PREPROC_ATTR, ScheduleRule, blocks_of, is_reduction_block,
                                          num_cores)
-from engine.schedule.cpu.conv import _choose_tile, _group_structure, _var_of
+from engine.schedule.cpu.conv import _choose_tile, match_conv
 from engine.schedule.cpu.isa import Isa, isa_of
 
 PIXEL_VECTORS = (2, 1, 4)  # preferred first: measured 8x2 < 4x4 < 16x1 (2-core AVX-512 EPYC)
@@ -66,29 +66,14 @@ class Conv1x1Pixels(ScheduleRule):
 
     def apply(self, func: tirx.PrimFunc, target: Target):
         sch = s_tir.Schedule(func)
+        match = match_conv(sch)
+        if match is None or match.depthwise:
+            return None
         blocks = blocks_of(sch)
-        reds = [b for b in blocks if is_reduction_block(sch, b)]
-        if len(reds) != 1:
-            return None
-        conv = reds[0]
-        stmt = sch.get(conv)
-        kinds = "".join("S" if iv.iter_type == tirx.IterVar.DataPar else "R" for iv in stmt.iter_vars)
-        if kinds != "SSSSRRR" or len(stmt.reads) != 2 or len(stmt.writes) != 1:
-            return None
-        v = [iv.var for iv in stmt.iter_vars]  # n, f, y, x, c, ry, rx
+        conv, stmt, v = match.block, match.stmt, match.vars  # v: n, f, y, x, c, ry, rx
         if any(int(stmt.iter_vars[i].dom.extent) != 1 for i in (5, 6)):
             return None  # not 1x1
-        w_region = stmt.reads[1].region
-        if len(w_region) != 4 or any(
-            _var_of(r.min) is None or not _var_of(r.min).same_as(v[i]) for r, i in zip(w_region, (1, 4, 5, 6))
-        ):
-            return None
-        grp = _group_structure(stmt, v)
-        if grp is None:
-            return None
-        groups, n_fg, n_cg = grp
-        if groups > 1 and n_fg == 1 and n_cg == 1:
-            return None  # depthwise
+        groups, n_fg = match.groups, match.n_fg
         _, n_f, n_h, n_w = (int(s) for s in stmt.writes[0].source.shape)
         isa = isa_of(target)
         if self.tile is None:
