@@ -3,7 +3,8 @@
 `member_variants(func, target)` lists (knobs, scheduled PrimFunc) pairs, the default
 rule's choice first: for NCHW conv2d the register tile (ft output channels x xt output
 columns) of engine.schedule.cpu.conv's micro-kernel, knobs (ft, xt), and for a 1x1 conv
-the pixel-vector tiles of engine.schedule.cpu.conv_pixels, knobs ("px", ft, pv); for matmul the register
+the pixel-vector tiles of engine.schedule.cpu.conv_pixels, knobs ("px", ft, pv), and for
+a depthwise conv engine.schedule.cpu.depthwise_rows, knobs ("dwrows",); for matmul the register
 tile (it rows x jt columns) of engine.schedule.cpu.rules.Matmul, knobs ("mm", it, jt), which
 also sets how many parallel chunks the kernel offers; any other kernel has one variant,
 its default schedule.
@@ -16,6 +17,7 @@ from tvm import s_tir, tirx
 from engine.schedule.cpu.common import blocks_of, is_reduction_block
 from engine.schedule.cpu.conv import Conv2dNCHW, register_tiles
 from engine.schedule.cpu.conv_pixels import Conv1x1Pixels, pixel_tiles
+from engine.schedule.cpu.depthwise_rows import DepthwiseRows
 from engine.schedule.cpu.isa import Isa, isa_of
 from engine.schedule.cpu.rules import Matmul, schedule_func
 
@@ -87,7 +89,9 @@ def member_variants(func: tirx.PrimFunc, target) -> list[tuple[tuple, tirx.PrimF
                    for ft, xt in conv_tiles(*shape, isa_of(target))
                    if (sch := Conv2dNCHW(tile=(ft, xt)).apply(func, target)) is not None]
         pixel = _pixel_variants(func, target)
-        # the default rule's choice first: the pixel rule's when it takes the conv
+        rows = DepthwiseRows().apply(func, target)
+        if rows is not None:  # not a default rule (see depthwise_rows): after the default
+            return channel + [(("dwrows",), rows.mod["main"].with_attr("tirx.is_scheduled", True))]
         return pixel + channel if Conv1x1Pixels().apply(func, target) is not None else channel + pixel
     mm = _matmul_shape(func)
     if mm is not None:
@@ -110,6 +114,9 @@ def schedule_knobs(func: tirx.PrimFunc, target, knobs: tuple) -> tirx.PrimFunc |
         return schedule_conv(func, target, *knobs)
     if len(knobs) == 3 and knobs[0] == "mm":
         return schedule_matmul(func, target, int(knobs[1]), int(knobs[2]))
+    if knobs == ("dwrows",):
+        sch = DepthwiseRows().apply(func, target)
+        return sch.mod["main"].with_attr("tirx.is_scheduled", True) if sch is not None else None
     if len(knobs) == 3 and knobs[0] == "px":
         sch = Conv1x1Pixels(tile=(int(knobs[1]), int(knobs[2]))).apply(func, target)
         return sch.mod["main"].with_attr("tirx.is_scheduled", True) if sch is not None else None

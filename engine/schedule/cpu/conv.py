@@ -85,6 +85,27 @@ def match_conv(sch: s_tir.Schedule) -> ConvMatch | None:
     return ConvMatch(reds[0], stmt, v, *grp) if grp is not None else None
 
 
+def conv_stages(sch: s_tir.Schedule, match: ConvMatch, inline_producers: bool = False):
+    """(producers, last) of a matched conv kernel, or None: the blocks before the conv
+    (inlined when asked: an identity "pad") and the block its accumulator, now "local",
+    feeds: the epilogue folded into its last block, or a copy-out when the conv writes the
+    output itself."""
+    blocks = blocks_of(sch)
+    idx = [sch.get(b).name_hint for b in blocks].index(match.stmt.name_hint)
+    producers, epilogue = blocks[:idx], blocks[idx + 1 :]
+    if any(is_reduction_block(sch, b) for b in producers + epilogue):
+        return None
+    try:
+        for b in (producers if inline_producers else []) + epilogue[:-1]:
+            sch.compute_inline(b)
+    except Exception:  # pylint: disable=broad-except
+        return None
+    if epilogue:
+        sch.set_scope(match.block, 0, "local")
+        return ([] if inline_producers else producers), epilogue[-1]
+    return ([] if inline_producers else producers), sch.cache_write(match.block, 0, "local")
+
+
 def channel_tiles(lanes: int, narrow: bool = False) -> tuple[int, ...]:
     """Output-channel tiles tried, widest first: two vectors down to a quarter vector
     (narrow groups: down to two lanes)."""
@@ -131,7 +152,6 @@ class Conv2dNCHW(ScheduleRule):
 
     def apply(self, func: tirx.PrimFunc, target: Target):
         sch = s_tir.Schedule(func)
-        blocks = blocks_of(sch)
         match = match_conv(sch)
         if match is None:
             return None
@@ -150,22 +170,12 @@ class Conv2dNCHW(ScheduleRule):
         if groups > 1 and not depthwise and n_fg % ft:
             return None
 
-        idx = [sch.get(b).name_hint for b in blocks].index(stmt.name_hint)
-        producers, epilogue = blocks[:idx], blocks[idx + 1 :]
-        if any(is_reduction_block(sch, b) for b in producers + epilogue):
+        # Epilogue (bias add, relu, ...): folded into the last block, which is then computed
+        # per register tile straight from the accumulator.
+        stages = conv_stages(sch, match)
+        if stages is None:
             return None
-        # Epilogue (bias add, relu, ...): fold everything into the last block, which is then
-        # computed per register tile straight from the accumulator.
-        try:
-            for b in epilogue[:-1]:
-                sch.compute_inline(b)
-        except Exception:  # pylint: disable=broad-except
-            return None
-        if epilogue:
-            last = epilogue[-1]
-            sch.set_scope(conv, 0, "local")
-        else:  # conv writes the output param: accumulate locally, copy out per tile
-            last = sch.cache_write(conv, 0, "local")
+        producers, last = stages
 
         # Weight repack [F, C, KH, KW] -> [F/ft, C, KH, KW, ft].
         wpack = sch.cache_read(conv, 1, "global")

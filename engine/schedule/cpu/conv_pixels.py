@@ -19,9 +19,8 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.target import Target
 
-from engine.schedule.cpu.common import (CHUNKS_PER_CORE, PREPROC_ATTR, ScheduleRule, blocks_of, is_reduction_block,
-                                         num_cores)
-from engine.schedule.cpu.conv import _choose_tile, match_conv
+from engine.schedule.cpu.common import CHUNKS_PER_CORE, PREPROC_ATTR, ScheduleRule, num_cores
+from engine.schedule.cpu.conv import _choose_tile, conv_stages, match_conv
 from engine.schedule.cpu.isa import Isa, isa_of
 
 PIXEL_VECTORS = (2, 1, 4)  # preferred first: measured 8x2 < 4x4 < 16x1 (2-core AVX-512 EPYC)
@@ -69,7 +68,6 @@ class Conv1x1Pixels(ScheduleRule):
         match = match_conv(sch)
         if match is None or match.depthwise:
             return None
-        blocks = blocks_of(sch)
         conv, stmt, v = match.block, match.stmt, match.vars  # v: n, f, y, x, c, ry, rx
         if any(int(stmt.iter_vars[i].dom.extent) != 1 for i in (5, 6)):
             return None  # not 1x1
@@ -81,17 +79,10 @@ class Conv1x1Pixels(ScheduleRule):
             channel_tile = _choose_tile(n_fg if narrow else n_f, n_w, isa, narrow=narrow)
             if channel_tile is not None and channel_tile[0] >= isa.lanes():
                 return None  # whole channel vectors: the channel rule's micro-kernel
-        idx = [sch.get(b).name_hint for b in blocks].index(stmt.name_hint)
-        producers, epilogue = blocks[:idx], blocks[idx + 1 :]
-        if any(is_reduction_block(sch, b) for b in producers + epilogue):
+        stages = conv_stages(sch, match, inline_producers=True)  # a 1x1 unpadded conv's
+        if stages is None:                                        # "pad" is an identity copy
             return None
-        try:
-            for b in producers:  # a 1x1 unpadded conv's "pad" is an identity copy
-                sch.compute_inline(b)
-            for b in epilogue[:-1]:
-                sch.compute_inline(b)
-        except Exception:  # pylint: disable=broad-except
-            return None
+        _, last = stages
         # stride 1, no padding: the input pixel read is the output pixel itself
         stmt = sch.get(conv)
         src = stmt.reads[0].source
@@ -107,14 +98,10 @@ class Conv1x1Pixels(ScheduleRule):
         if not options or (self.tile is not None and self.tile not in options):
             return None
         ft, pv = self.tile or options[0]
-        return _schedule(sch, conv, epilogue[-1] if epilogue else None, n_w, pixels, ft, pv, isa.lanes())
+        return _schedule(sch, conv, last, n_w, pixels, ft, pv, isa.lanes())
 
 
 def _schedule(sch, conv, last, n_w: int, pixels: int, ft: int, pv: int, lanes: int):
-    if last is not None:
-        sch.set_scope(conv, 0, "local")
-    else:  # the conv writes the output param: accumulate locally, copy out per chunk
-        last = sch.cache_write(conv, 0, "local")
     # Weight [F, Cg, 1, 1] -> [F/ft, Cg, 1, 1, ft]: a step's ft broadcasts are contiguous.
     wpack = sch.cache_read(conv, 1, "global")
     sch.transform_layout(wpack, ("write", 0), lambda f, c, r, s: (f // ft, c, r, s, f % ft))

@@ -24,6 +24,11 @@ class Isa:
     # 2-core Xeon: resnet50 0.94x, squeezenet 0.90-0.95x, shufflenet 0.985x end to end;
     # AVX2 code (--arch haswell on the same Xeon): resnet50 1.03-1.07x, so not there.
     row_writeback: bool = False
+    # Run stride-1 depthwise convs on 14-28 wide maps along output rows
+    # (engine.schedule.cpu.depthwise_rows) instead of on a channel-repacked input. Per
+    # kernel on a 2-core EPYC: AVX-512 28-wide 0.85x, 14-wide 0.86x; AVX2 code (--arch
+    # haswell) 14-wide 1.57x, 7-wide 1.13x slower, so not there.
+    depthwise_rows: bool = False
 
     def lanes(self, dtype_bits: int = 32) -> int:
         return max(self.vector_bits // dtype_bits, 1)
@@ -41,7 +46,7 @@ class Isa:
 
 MAX_ACCUMULATORS = 18
 
-AVX512 = Isa("avx512", 512, 32, row_writeback=True)
+AVX512 = Isa("avx512", 512, 32, row_writeback=True, depthwise_rows=True)
 AVX2 = Isa("avx2", 256, 16)
 SSE = Isa("sse", 128, 16)
 NEON = Isa("neon", 128, 32)
