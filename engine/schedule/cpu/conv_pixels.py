@@ -79,8 +79,9 @@ class Conv1x1Pixels(ScheduleRule):
             channel_tile = _choose_tile(n_fg if narrow else n_f, n_w, isa, narrow=narrow)
             if channel_tile is not None and channel_tile[0] >= isa.lanes():
                 return None  # whole channel vectors: the channel rule's micro-kernel
-        stages = conv_stages(sch, match, inline_producers=True)  # a 1x1 unpadded conv's
-        if stages is None:                                        # "pad" is an identity copy
+        # (a 1x1 unpadded conv's "pad" producer is an identity copy: inlined)
+        stages = conv_stages(sch, match, inline_producers=True)
+        if stages is None:
             return None
         _, last = stages
         # stride 1, no padding: the input pixel read is the output pixel itself
