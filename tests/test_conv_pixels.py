@@ -10,7 +10,7 @@ from tvm import relax
 from engine.pipeline import fuse_module
 from engine.schedule.cpu.conv_pixels import Conv1x1Pixels, pixel_tiles
 from engine.schedule.cpu.isa import AVX2, AVX512
-from engine.schedule.cpu.rules import schedule_module
+from engine.schedule.cpu.rules import schedule_func, schedule_module
 from engine.tuning.knobs import member_variants, schedule_knobs
 
 TARGET = tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2})
@@ -92,6 +92,9 @@ def test_pixel_knobs_are_tuned_and_replayed():
     assert knobs[0] == ("px", 8, 2) and len(knobs) > 1  # the default rule's choice first
     replayed = schedule_knobs(func, TARGET, knobs[1])
     assert replayed is not None and "T.parallel" in replayed.script()
+    # the first variant is what the default rules build (the tuner measures it as the default)
+    small = _conv_func(_conv_module(64, 24, 1, 28)[0])
+    assert member_variants(small, TARGET)[0][1].script() == schedule_func(small, TARGET).script()
     # 40 channels: half-vector channel tiles stay in the space beside the pixel tiles
     dense = [k for k, _ in member_variants(_conv_func(_conv_module(64, 40, 1, 7)[0]), TARGET)]
     assert dense[0][0] == "px" and any(len(k) == 2 for k in dense)

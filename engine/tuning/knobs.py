@@ -14,12 +14,17 @@ from __future__ import annotations
 
 from tvm import s_tir, tirx
 
-from engine.schedule.cpu.common import blocks_of, is_reduction_block
-from engine.schedule.cpu.conv import Conv2dNCHW, register_tiles
+from engine.schedule.cpu.common import blocks_of, is_reduction_block, num_cores
+from engine.schedule.cpu.conv import Conv2dNCHW, match_conv, register_tiles
 from engine.schedule.cpu.conv_pixels import Conv1x1Pixels, pixel_tiles
 from engine.schedule.cpu.depthwise_rows import DepthwiseRows
 from engine.schedule.cpu.isa import Isa, isa_of
 from engine.schedule.cpu.rules import Matmul, schedule_func
+
+
+def _scheduled(sch) -> tirx.PrimFunc | None:
+    """The function of a rule's schedule, marked scheduled (None: the rule did not fit)."""
+    return sch.mod["main"].with_attr("tirx.is_scheduled", True) if sch is not None else None
 
 
 def _conv_shape(func) -> tuple[int, int] | None:
@@ -49,17 +54,17 @@ def schedule_conv(func: tirx.PrimFunc, target, ft: int, xt: int) -> tirx.PrimFun
 
 def _pixel_variants(func: tirx.PrimFunc, target) -> list[tuple[tuple, tirx.PrimFunc]]:
     """("px", ft, pv) variants of a 1x1 conv the pixel rule fits (given a tile), else []."""
-    sch = s_tir.Schedule(func)
-    reds = [b for b in blocks_of(sch) if is_reduction_block(sch, b)]
-    if len(reds) != 1 or len(sch.get(reds[0]).iter_vars) != 7:
+    match = match_conv(s_tir.Schedule(func))
+    if match is None:
         return []
-    _, n_f, n_h, n_w = (int(s) for s in sch.get(reds[0]).writes[0].source.shape)
+    _, n_f, n_h, n_w = (int(s) for s in match.stmt.writes[0].source.shape)
     out = []
-    for ft, pv in pixel_tiles(n_f, n_h * n_w, isa_of(target)):
+    # the rule's own order (it depends on the cores), so its default is the first of them
+    for ft, pv in pixel_tiles(n_f, n_h * n_w, isa_of(target), num_cores(target)):
         pixel = Conv1x1Pixels(tile=(ft, pv)).apply(func, target)
         if pixel is None:
             return []  # not a 1x1 stride-1 unpadded conv: no tile fits
-        out.append((("px", ft, pv), pixel.mod["main"].with_attr("tirx.is_scheduled", True)))
+        out.append((("px", ft, pv), _scheduled(pixel)))
     return out
 
 
@@ -85,13 +90,13 @@ def member_variants(func: tirx.PrimFunc, target) -> list[tuple[tuple, tirx.PrimF
     shape = _conv_shape(func)
     if shape is not None:
         # (a grouped conv's tiles must also divide its channels per group: the rule says which)
-        channel = [((ft, xt), sch.mod["main"].with_attr("tirx.is_scheduled", True))
+        channel = [((ft, xt), _scheduled(sch))
                    for ft, xt in conv_tiles(*shape, isa_of(target))
                    if (sch := Conv2dNCHW(tile=(ft, xt)).apply(func, target)) is not None]
         pixel = _pixel_variants(func, target)
         rows = DepthwiseRows().apply(func, target)
         if rows is not None:  # not a default rule (see depthwise_rows): after the default
-            return channel + [(("dwrows",), rows.mod["main"].with_attr("tirx.is_scheduled", True))]
+            return channel + [(("dwrows",), _scheduled(rows))]
         return pixel + channel if Conv1x1Pixels().apply(func, target) is not None else channel + pixel
     mm = _matmul_shape(func)
     if mm is not None:
@@ -115,9 +120,7 @@ def schedule_knobs(func: tirx.PrimFunc, target, knobs: tuple) -> tirx.PrimFunc |
     if len(knobs) == 3 and knobs[0] == "mm":
         return schedule_matmul(func, target, int(knobs[1]), int(knobs[2]))
     if knobs == ("dwrows",):
-        sch = DepthwiseRows().apply(func, target)
-        return sch.mod["main"].with_attr("tirx.is_scheduled", True) if sch is not None else None
+        return _scheduled(DepthwiseRows().apply(func, target))
     if len(knobs) == 3 and knobs[0] == "px":
-        sch = Conv1x1Pixels(tile=(int(knobs[1]), int(knobs[2]))).apply(func, target)
-        return sch.mod["main"].with_attr("tirx.is_scheduled", True) if sch is not None else None
+        return _scheduled(Conv1x1Pixels(tile=(int(knobs[1]), int(knobs[2]))).apply(func, target))
     return None

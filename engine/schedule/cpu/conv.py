@@ -100,10 +100,11 @@ def conv_stages(sch: s_tir.Schedule, match: ConvMatch, inline_producers: bool = 
             sch.compute_inline(b)
     except Exception:  # pylint: disable=broad-except
         return None
+    kept = [] if inline_producers else producers
     if epilogue:
         sch.set_scope(match.block, 0, "local")
-        return ([] if inline_producers else producers), epilogue[-1]
-    return ([] if inline_producers else producers), sch.cache_write(match.block, 0, "local")
+        return kept, epilogue[-1]
+    return kept, sch.cache_write(match.block, 0, "local")
 
 
 def channel_tiles(lanes: int, narrow: bool = False) -> tuple[int, ...]:

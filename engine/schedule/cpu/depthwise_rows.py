@@ -1,4 +1,4 @@
-"""Default CPU schedule for a stride-1 depthwise conv2d on NCHW rows (llvm).
+"""A CPU schedule for a stride-1 depthwise conv2d on NCHW rows (llvm), offered to tuning.
 
 The channel-vector rule (engine.schedule.cpu.conv) runs a depthwise conv on an input
 repacked channel-innermost, which costs a pass over the input that gathers from `ft`
@@ -56,7 +56,7 @@ class DepthwiseRows(ScheduleRule):
         if match is None or not match.depthwise:
             return None
         conv, stmt, v = match.block, match.stmt, match.vars
-        _, n_f, n_h, n_w = (int(s) for s in stmt.writes[0].source.shape)
+        _, _, n_h, n_w = (int(s) for s in stmt.writes[0].source.shape)
         src = stmt.reads[0].source
         # stride 1: the input row and column read are y + ry and x + rx
         region = stmt.reads[0].region
