@@ -11,7 +11,7 @@ from onnx import helper, numpy_helper
 
 from engine.events import CompileOptions, Stage
 from engine.parallel.apply import DecisionResult
-from engine.parallel.codegen.cpu_rows import fuse_rows_cpu, row_link
+from engine.parallel.codegen.cpu_rows import fuse_rows_cpu, row_chain, row_link
 from engine.parallel.plan import DecisionKind, FusionPlan
 from engine.parallel.rows import sole_readers
 from engine.parallel.tir_util import FusionUnsupported
@@ -163,3 +163,30 @@ def test_tuning_searches_the_band_count_and_replays_it(mobilenet, tmp_path):
     again = session.compile(options)
     (replayed,) = [r for r in again.cotuned if isinstance(r, RowBandsRecord)]
     assert replayed.measured == rec.measured  # from the store, not measured again
+
+
+@pytest.mark.parametrize("tasks", [1, 3, 7, 9])
+def test_multi_row_chunks_fuse_as_row_units(mobilenet, tasks):
+    """The AVX-512 depthwise rows schedule runs chunks of 4 rows of one channel: the chain
+    takes them as row units, and bands start on them (7 units of 28 rows: 9 tasks are 7),
+    so no unit is computed twice. Scheduled for AVX-512, run as generic TIR here."""
+    session, _ = mobilenet
+    mod = session.scheduled("llvm", arch="skylake-avx512").module
+    names = [k.func for k in session.scheduled("llvm", arch="skylake-avx512").kernels][1:3]  # dw, project
+    producer, consumer = mod[names[0]], mod[names[1]]
+    p_chain = row_chain(producer, consumer, names, 0)[2]
+    assert (p_chain[0].rows, p_chain[0].per, p_chain[-1].per) == (7, 4, 1)
+    link = row_link(producer, consumer, names, 0, cores=2, tasks=tasks)
+    assert link.tasks == min(tasks, 7) and link.recomputed == 0.0
+    arrays = lambda params: [tvm.runtime.tensor(RNG.standard_normal([int(d) for d in v.ty.shape]).astype("float32"))
+                             for v in params]
+    p_in = arrays(producer.params[:-1])
+    inter = tvm.runtime.empty([int(d) for d in producer.params[-1].ty.shape], "float32")
+    c_in = arrays(consumer.params[:-1])
+    c_in[0] = inter
+    want = tvm.runtime.empty([int(d) for d in consumer.params[-1].ty.shape], "float32")
+    _run(producer, p_in + [inter])
+    _run(consumer, c_in + [want])
+    got = tvm.runtime.empty(want.shape, "float32")
+    _run(fuse_rows_cpu(producer, consumer, names, 0, tasks), p_in + c_in[1:] + [got])
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)

@@ -95,8 +95,8 @@ def member_variants(func: tirx.PrimFunc, target) -> list[tuple[tuple, tirx.PrimF
                    if (sch := Conv2dNCHW(tile=(ft, xt)).apply(func, target)) is not None]
         pixel = _pixel_variants(func, target)
         rows = DepthwiseRows().apply(func, target)
-        if rows is not None:  # not a default rule (see depthwise_rows): after the default
-            return channel + [(("dwrows",), _scheduled(rows))]
+        if rows is not None:  # the default rule where it fits (AVX-512), first
+            return [(("dwrows",), _scheduled(rows))] + channel
         return pixel + channel if Conv1x1Pixels().apply(func, target) is not None else channel + pixel
     mm = _matmul_shape(func)
     if mm is not None:

@@ -58,7 +58,7 @@ class RowBandsRecord:
 def candidates(chain, cores: int, default: int) -> list[tuple[int, bool]]:
     rows = chain[-1].rows
     counts = {min(rows, k * cores) for k in (1, 2, 3, 4)} | {rows, default}
-    counts = sorted(t for t in counts if t == default or recomputed_share(chain, plan_rows(rows, t)) <= MAX_RECOMPUTED)
+    counts = sorted(t for t in counts if t == default or recomputed_share(chain, plan_rows(chain, t)) <= MAX_RECOMPUTED)
     return [(t, whole) for whole in (False, True) for t in counts]
 
 

@@ -46,6 +46,15 @@ def _ops(y):
     return tirx.min, tirx.max, _c
 
 
+def _units(lo, hi, per: int):
+    """The row units [lo // per, ceil(hi / per)) holding buffer rows [lo, hi)."""
+    if per == 1:
+        return lo, hi
+    if isinstance(lo, (int, np.integer)):
+        return lo // per, -(-hi // per)
+    return tirx.floordiv(lo, _c(per)), tirx.floordiv(hi + _c(per - 1), _c(per))
+
+
 @dataclass(frozen=True)
 class RowWindow:
     """Rows [clamp(stride*y + offset), clamp(stride*y + offset + size)) of a buffer with
@@ -69,13 +78,15 @@ class RowWindow:
 
 @dataclass(frozen=True, eq=False)
 class RowStage:
-    """A parallel stage whose chunk o*rows + y writes row y (axis `dim`) of `out`."""
+    """A parallel stage whose chunk o*rows + y writes row unit y (axis `dim`) of `out`: rows
+    [y*per, (y+1)*per), one row unless the schedule tiles several rows (DepthwiseRows)."""
 
     stage: CpuStage
     out: ir.Var
     dim: int
-    rows: int
+    rows: int  # row units
     window: RowWindow | None  # rows of the previous stage's buffer it reads (None: the first)
+    per: int = 1  # buffer rows per unit
 
     @property
     def tiles(self) -> int:
@@ -87,13 +98,18 @@ def _stage_func(stage: CpuStage, params: list) -> tirx.PrimFunc:
     return tirx.PrimFunc(params, loop)
 
 
-def _row_dim(lo: np.ndarray, hi: np.ndarray, shape, chunks: int) -> tuple[int, int] | None:
-    """(axis, rows) along which chunk c writes exactly row c % rows, or None."""
+def _row_dim(lo: np.ndarray, hi: np.ndarray, shape, chunks: int) -> tuple[int, int, int] | None:
+    """(axis, units, per) along which chunk c writes exactly rows [u*per, (u+1)*per) of
+    u = c % units, or None."""
     ids = np.arange(chunks)
     for d, n in enumerate(shape):
         n = int(n)
-        if n > 1 and chunks % n == 0 and np.all(hi[:, d] - lo[:, d] == 1) and np.array_equal(lo[:, d], ids % n):
-            return d, n
+        per = int(hi[0, d] - lo[0, d]) if chunks else 0
+        if n <= 1 or per < 1 or n % per:
+            continue
+        units = n // per
+        if units > 1 and chunks % units == 0 and np.all(hi[:, d] - lo[:, d] == per) and np.array_equal(lo[:, d], ids % units * per):
+            return d, units, per
     return None
 
 
@@ -134,7 +150,7 @@ def row_stage(stage: CpuStage, out: ir.Var, prev: RowStage | None, name: str) ->
     found = _row_dim(w.lo, w.hi, out.ty.shape, stage.chunks)
     if found is None:
         raise FusionUnsupported(f"{name}: its parallel chunks do not write one row each (o * rows + y)")
-    dim, rows = found
+    dim, rows, per = found
     window = None
     if prev is not None:
         r = _boxes(stage, params, 0, AccessKind.READ, 1)
@@ -144,12 +160,12 @@ def row_stage(stage: CpuStage, out: ir.Var, prev: RowStage | None, name: str) ->
         lo, hi = np.where(empty, 0, lo), np.where(empty, 0, hi)
         if not (np.all(lo == lo[0]) and np.all(hi == hi[0])):
             raise FusionUnsupported(f"{name}: the rows a chunk reads depend on more than its row")
-        window = _fit_window(lo[0], hi[0], prev.rows)
+        window = _fit_window(lo[0], hi[0], prev.rows * prev.per)
         # a window that moves with the row (a chunk of another axis, such as a pool parallel
         # over channels, reads every row: stride 0)
-        if window is None or (rows > 1 and window.stride < 1) or 2 * window.size > prev.rows:
+        if window is None or (rows > 1 and window.stride < 1) or 2 * window.size > prev.rows * prev.per:
             raise FusionUnsupported(f"{name}: each row reads all rows of its input (no row locality)")
-    return RowStage(stage, out, dim, rows, window)
+    return RowStage(stage, out, dim, rows, window, per)
 
 
 def _rebase(node, buf: ir.Var, scratch: ir.Var, dim: int, base, order: tuple[int, ...]):
@@ -257,35 +273,59 @@ def _rows_loop(st: RowStage, start, stop, name: str) -> tirx.Stmt:
 class RowPlan:
     """How the fused kernel splits the last stage's `rows`: task t runs rows
     [t*rows//tasks, (t+1)*rows//tasks), so bands differ by at most one row and the
-    runtime's even split of the tasks gives every core the same number of rows.
+    runtime's even split of the tasks gives every core the same number of rows; with
+    `align` > 1, bands start at multiples of `align` rows (the producer's multi-row chunks:
+    a band boundary inside one would have both tasks compute it).
     `whole_band`: each stage runs its band's rows tile by tile (a weight tile is read once
     per band), instead of row by row (the producer rows a row needs, then that row)."""
 
     tasks: int
     rows: int
     whole_band: bool = False
+    align: int = 1
 
-    def start(self, t: int) -> int:
-        return t * self.rows // self.tasks
+    @property
+    def units(self) -> int:
+        return -(-self.rows // self.align)
+
+    def start(self, t):
+        """Task t's first row; `t` an int or a TIR expression."""
+        mn, _, c = _ops(t)
+        if self.align == 1:
+            return t * c(self.rows) // c(self.tasks) if isinstance(t, int) else \
+                tirx.floordiv(t * c(self.rows), c(self.tasks))
+        first = (t * self.units // self.tasks) if isinstance(t, int) else tirx.floordiv(t * c(self.units), c(self.tasks))
+        return mn(first * c(self.align), c(self.rows))
 
     @property
     def band(self) -> int:
-        return -(-self.rows // self.tasks)
+        return max(self.start(t + 1) - self.start(t) for t in range(self.tasks))
 
 
-def plan_rows(rows: int, tasks: int, whole_band: bool = False) -> RowPlan:
-    return RowPlan(max(1, min(tasks, rows)), rows, whole_band)
+def chain_align(chain: list[RowStage]) -> int:
+    """Rows of the last stage per row unit of the first: its `per` when every window maps a
+    row to the same row (depthwise -> pointwise), else 1."""
+    first = chain[0]
+    if first.per > 1 and all(st.window.stride == 1 and st.window.size == 1 and st.window.offset == 0
+                             and st.per == 1 for st in chain[1:]):
+        return first.per
+    return 1
+
+
+def plan_rows(chain: list[RowStage], tasks: int, whole_band: bool = False) -> RowPlan:
+    rows, align = chain[-1].rows, chain_align(chain)
+    return RowPlan(max(1, min(tasks, -(-rows // align))), rows, whole_band, align)
 
 
 def _needs(chain: list[RowStage], y) -> list[tuple]:
-    """Per stage (first .. last-but-one): the rows [lo, hi) of its buffer row y of the last
-    stage needs, through the windows; `y` an int or a TIR expression."""
+    """Per stage (first .. last-but-one): the row units [lo, hi) of its buffer row unit y of
+    the last stage needs, through the windows; `y` an int or a TIR expression."""
     _, mx, c = _ops(y)
     lo, hi = y, y + c(1)
     out = []
-    for st in reversed(chain[1:]):
+    for prev, st in reversed(list(zip(chain, chain[1:]))):
         lo, hi = st.window.lo(lo), st.window.hi(mx(hi - c(1), lo))
-        hi = mx(hi, lo)
+        lo, hi = _units(lo, mx(hi, lo), prev.per)
         out.append((lo, hi))
     return out[::-1]
 
@@ -305,15 +345,14 @@ def chain_scratch_bytes(chain: list[RowStage], plan: RowPlan) -> int:
     total = 0
     for st, n in zip(chain[:-1], scratch_rows(chain, plan)):
         shape = [int(s) for s in st.out.ty.shape]
-        total += math.prod(shape) // shape[st.dim] * n * st.out.dtype.itemsize
+        total += math.prod(shape) // shape[st.dim] * n * st.per * st.out.dtype.itemsize
     return total
 
 
 def fused_rows_body(chain: list[RowStage], plan: RowPlan, name: str = "fused") -> tirx.Stmt:
     """The parallel loop over row bands running the chain with scratch buffers."""
     t, yy = tirx.Var(f"{name}_task", I64), tirx.Var(f"{name}_y", I64)
-    r0 = tirx.floordiv(t * _c(plan.rows), _c(plan.tasks))
-    r1 = tirx.floordiv((t + _c(1)) * _c(plan.rows), _c(plan.tasks))
+    r0, r1 = plan.start(t), plan.start(t + _c(1))
     y = r0 + yy
     first = _needs(chain, r0)
     last = chain[-1]
@@ -336,10 +375,11 @@ def fused_rows_body(chain: list[RowStage], plan: RowPlan, name: str = "fused") -
     scratch = []
     for k, (st, n) in enumerate(zip(chain[:-1], scratch_rows(chain, plan))):
         shape = list(st.out.ty.shape)
-        shape[st.dim] = n
+        shape[st.dim] = n * st.per
         order = scratch_order(st)
         buf = tirx.decl_buffer([_c(int(shape[a])) for a in order], st.out.dtype, f"{st.out.name}_rows")
-        body = _rebase(body, st.out, buf, st.dim, first[k][0], order)
+        base = first[k][0] if st.per == 1 else first[k][0] * _c(st.per)
+        body = _rebase(body, st.out, buf, st.dim, base, order)
         scratch.append(buf)
     # Allocated by the task itself, around its row loop: an allocation left to the lowering
     # would be placed at the lowest common scope of its uses, one row step, and the rows
@@ -424,12 +464,11 @@ def default_tasks(chain: list[RowStage], cores: int) -> int:
     MAX_RECOMPUTED (measured on a 2-core AVX-512 Xeon: 2-4 bands per core within noise of
     each other on depthwise -> pointwise; a 3x3 consumer pays 2 halo rows per band);
     FusionUnsupported when even one band per core recomputes more."""
-    rows = chain[-1].rows
     for per_core in (4, 3, 2, 1):
-        tasks = min(rows, per_core * cores)
-        share = recomputed_share(chain, plan_rows(rows, tasks))
+        plan = plan_rows(chain, per_core * cores)
+        share = recomputed_share(chain, plan)
         if share <= MAX_RECOMPUTED:
-            return tasks
+            return plan.tasks
     raise FusionUnsupported(f"one row band per core recomputes {share:.0%} of the producer's rows "
                             f"(more than {MAX_RECOMPUTED:.0%})")
 
@@ -454,7 +493,7 @@ def row_link(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str],
         raise FusionUnsupported(f"{weights / 1024:.0f} KiB of weights would be re-read at every row step "
                                 f"(more than {MAX_ROW_INVARIANT_BYTES // 1024} KiB)")
     tasks = tasks or default_tasks(chain, cores)
-    plan = plan_rows(chain[-1].rows, tasks)
+    plan = plan_rows(chain, tasks)
     _fused(p, c, chain, consumer_param, plan, producer)  # the dry run
     kept = 0
     for st in chain[:-1]:
@@ -471,7 +510,7 @@ def fuse_rows_cpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[
     It takes the producer's inputs and the consumer's other inputs and writes only the
     consumer's output: the intermediate has no other reader (the caller checks)."""
     p, c, chain = row_chain(producer, consumer, names, consumer_param)
-    return _fused(p, c, chain, consumer_param, plan_rows(chain[-1].rows, tasks, whole_band), producer)
+    return _fused(p, c, chain, consumer_param, plan_rows(chain, tasks, whole_band), producer)
 
 
 def _fused(p, c, chain: list[RowStage], consumer_param: int, plan: RowPlan, like: tirx.PrimFunc) -> tirx.PrimFunc:

@@ -1,4 +1,5 @@
-"""A CPU schedule for a stride-1 depthwise conv2d on NCHW rows (llvm), offered to tuning.
+"""Default CPU schedule for a stride-1 depthwise conv2d on NCHW rows (llvm, where
+`Isa.depthwise_rows`: AVX-512).
 
 The channel-vector rule (engine.schedule.cpu.conv) runs a depthwise conv on an input
 repacked channel-innermost, which costs a pass over the input that gathers from `ft`
@@ -9,12 +10,10 @@ y + ky serves all the tile's rows that need it and each load feeds several FMAs;
 kernel's weights are scalars broadcast once per channel. The padding stays a separate
 parallel pass writing contiguous rows.
 
-It is a tuning knob (engine.tuning.knobs, ("dwrows",)), not a default rule: its chunks are
-tiles of several rows, which row-band fusion (engine.parallel.codegen.cpu_rows, one row per
-chunk) cannot fuse, and a depthwise -> pointwise pair fused by row bands is BlockDepend's
-main CPU case. Alone it measured faster (2-core AVX-512 EPYC, in the model: shufflenet's
-136@28x28 depthwise 0.090 -> 0.065 ms, 272@14x14 0.103 -> 0.091 ms for 7 calls;
-mobilenet_block 0.184 -> 0.177 ms end to end); tuning keeps it where it wins.
+Its chunks are tiles of `rt` rows; row-band fusion (engine.parallel.codegen.cpu_rows)
+takes them as row units, so depthwise -> pointwise pairs still fuse. Measured on a 2-core
+AVX-512 EPYC: mobilenet_block's 192@28x28 depthwise 0.036 -> 0.029 ms alone,
+mobilenet_block 0.95-0.96x and shufflenet 0.97x end to end.
 """
 
 from __future__ import annotations

@@ -25,9 +25,9 @@ class Isa:
     # AVX2 code (--arch haswell on the same Xeon): resnet50 1.03-1.07x, so not there.
     row_writeback: bool = False
     # Run stride-1 depthwise convs on 14-28 wide maps along output rows
-    # (engine.schedule.cpu.depthwise_rows) instead of on a channel-repacked input. Per
-    # kernel on a 2-core EPYC: AVX-512 28-wide 0.85x, 14-wide 0.86x; AVX2 code (--arch
-    # haswell) 14-wide 1.57x, 7-wide 1.13x slower, so not there.
+    # (engine.schedule.cpu.depthwise_rows, the default where set) instead of on a
+    # channel-repacked input. Per kernel on a 2-core EPYC: AVX-512 28-wide 0.79-0.85x,
+    # 14-wide 0.86x; AVX2 code (--arch haswell) 14-wide 1.57x, 7-wide 1.13x slower.
     depthwise_rows: bool = False
 
     def lanes(self, dtype_bits: int = 32) -> int:

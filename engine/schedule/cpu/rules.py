@@ -30,6 +30,7 @@ from engine.schedule.cpu.common import (
 )
 from engine.schedule.cpu.conv import Conv2dNCHW
 from engine.schedule.cpu.conv_pixels import Conv1x1Pixels
+from engine.schedule.cpu.depthwise_rows import DepthwiseRows
 from engine.schedule.cpu.intrinsics import serialize_unvectorizable
 from engine.schedule.cpu.isa import Isa, isa_of
 from engine.schedule.cpu.rowwise import RowWise
@@ -169,7 +170,7 @@ class Fallback(ScheduleRule):
         return sch
 
 
-RULES: list[ScheduleRule] = [Conv1x1Pixels(), Conv2dNCHW(), Matmul(), RowWise(), Fallback()]
+RULES: list[ScheduleRule] = [Conv1x1Pixels(), DepthwiseRows(), Conv2dNCHW(), Matmul(), RowWise(), Fallback()]
 
 
 def is_scheduled(func) -> bool:
