@@ -103,7 +103,11 @@ def test_halo_and_uneven_bands_compute_the_kernels_values(tmp_path, stride, task
     padding pass pads only the rows of the band; 3 or 7 bands of 20 rows are uneven; a
     task walks its band row by row, or stage by stage (`whole`)."""
     mod, (p, c) = _pair(_chain_model(tmp_path, 16, 20, stride))
-    producer, consumer = mod[p], mod[c]
+    _fused_matches_the_pair(mod[p], mod[c], [p, c], tasks, whole)
+
+
+def _fused_matches_the_pair(producer, consumer, names, tasks, whole=False):
+    """The row-band kernel's output equals the consumer's after the producer, run alone."""
     arrays = lambda params: [tvm.runtime.tensor(RNG.standard_normal([int(d) for d in v.ty.shape]).astype("float32"))
                              for v in params]
     p_in = arrays(producer.params[:-1])
@@ -114,7 +118,7 @@ def test_halo_and_uneven_bands_compute_the_kernels_values(tmp_path, stride, task
     _run(producer, p_in + [inter])
     _run(consumer, c_in + [want])
     got = tvm.runtime.empty(want.shape, "float32")
-    _run(fuse_rows_cpu(producer, consumer, [p, c], 0, tasks, whole), p_in + c_in[1:] + [got])
+    _run(fuse_rows_cpu(producer, consumer, names, 0, tasks, whole), p_in + c_in[1:] + [got])
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
 
 
@@ -171,22 +175,11 @@ def test_multi_row_chunks_fuse_as_row_units(mobilenet, tasks):
     takes them as row units, and bands start on them (7 units of 28 rows: 9 tasks are 7),
     so no unit is computed twice. Scheduled for AVX-512, run as generic TIR here."""
     session, _ = mobilenet
-    mod = session.scheduled("llvm", arch="skylake-avx512").module
-    names = [k.func for k in session.scheduled("llvm", arch="skylake-avx512").kernels][1:3]  # dw, project
+    scheduled = session.scheduled("llvm", arch="skylake-avx512")
+    mod, names = scheduled.module, [k.func for k in scheduled.kernels][1:3]  # dw, project
     producer, consumer = mod[names[0]], mod[names[1]]
     p_chain = row_chain(producer, consumer, names, 0)[2]
     assert (p_chain[0].rows, p_chain[0].per, p_chain[-1].per) == (7, 4, 1)
     link = row_link(producer, consumer, names, 0, cores=2, tasks=tasks)
     assert link.tasks == min(tasks, 7) and link.recomputed == 0.0
-    arrays = lambda params: [tvm.runtime.tensor(RNG.standard_normal([int(d) for d in v.ty.shape]).astype("float32"))
-                             for v in params]
-    p_in = arrays(producer.params[:-1])
-    inter = tvm.runtime.empty([int(d) for d in producer.params[-1].ty.shape], "float32")
-    c_in = arrays(consumer.params[:-1])
-    c_in[0] = inter
-    want = tvm.runtime.empty([int(d) for d in consumer.params[-1].ty.shape], "float32")
-    _run(producer, p_in + [inter])
-    _run(consumer, c_in + [want])
-    got = tvm.runtime.empty(want.shape, "float32")
-    _run(fuse_rows_cpu(producer, consumer, names, 0, tasks), p_in + c_in[1:] + [got])
-    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    _fused_matches_the_pair(producer, consumer, names, tasks)
