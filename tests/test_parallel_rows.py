@@ -183,3 +183,16 @@ def test_multi_row_chunks_fuse_as_row_units(mobilenet, tasks):
     link = row_link(producer, consumer, names, 0, cores=2, tasks=tasks)
     assert link.tasks == min(tasks, 7) and link.recomputed == 0.0
     _fused_matches_the_pair(producer, consumer, names, tasks)
+
+
+def test_a_matmul_row_tile_is_a_unit_of_the_chain():
+    """vit_block's qkv projection runs tiles of 4 token rows: its layer norm (one row per
+    chunk) fuses by row bands of those units, and the fused model matches onnxruntime."""
+    session = Session("vit_block")
+    plan = session.propose("llvm").plan
+    pairs = {tuple(m.labels[0] for m in d.members): d for d in _rows(plan)}
+    d = pairs[("norm1/LayerNormalization", "attn/qkv/MatMul")]
+    assert d.evidence.rows.per == 4 and "16 units of 4 rows" in d.evidence.rows.describe()
+    result = session.compile(CompileOptions(plan=plan.with_approval(d.id), timing=False, stop_after=Stage.VERIFY))
+    assert result.verification.passed
+    assert result.fusion.decisions[[o.id for o in result.fusion.decisions].index(d.id)].result is DecisionResult.APPLIED

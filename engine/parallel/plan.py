@@ -127,7 +127,7 @@ class RowLink:
     the producer's rows (per-chunk footprints, engine.blockdeps)."""
 
     consumer_param: int  # the consumer's parameter that reads the producer's output
-    rows: int  # the consumer's output rows
+    rows: int  # the consumer's output rows (row units when per > 1)
     tasks: int  # row bands, one parallel task each
     band: int  # rows per band
     windows: tuple[str, ...]  # per consumer stage: which rows of its input row y reads
@@ -138,10 +138,12 @@ class RowLink:
     scratch_bytes: int
     recomputed: float
     whole_band: bool = False  # stage by stage over the band (else row by row)
+    per: int = 1  # consumer rows per row unit (a chunk of several rows, a matmul's row tile)
 
     def describe(self) -> str:
         order = "stage by stage over each band" if self.whole_band else "row by row"
-        return (f"row bands: {self.tasks} tasks of {self.band} of {self.rows} rows, {order}; "
+        rows = f"{self.rows} rows" if self.per == 1 else f"{self.rows} units of {self.per} rows"
+        return (f"row bands: {self.tasks} tasks of {self.band} of {rows}, {order}; "
                 + "; ".join(self.windows))
 
 

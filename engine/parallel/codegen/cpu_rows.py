@@ -477,7 +477,8 @@ def _window_text(st: RowStage, prev: RowStage) -> str:
     w = st.window
     start = f"{w.stride}*y" if w.stride != 1 else "y"
     start += f"{w.offset:+d}" if w.offset else ""
-    return f"{st.out.name} row y reads {prev.out.name} rows [{start}, {start}+{w.size})"
+    unit = "row y" if st.per == 1 else f"row unit y ({st.per} rows)"
+    return f"{st.out.name} {unit} reads {prev.out.name} rows [{start}, {start}+{w.size})"
 
 
 def row_link(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str], consumer_param: int,
@@ -501,7 +502,8 @@ def row_link(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str],
     return RowLink(consumer_param, chain[-1].rows, plan.tasks, plan.band,
                    tuple(_window_text(st, prev) for prev, st in zip(chain, chain[1:])),
                    chain[0].stage.chunks, chain[-1].stage.chunks, len(c.stages), kept,
-                   int(chain_scratch_bytes(chain, plan)), round(float(recomputed_share(chain, plan)), 4))
+                   int(chain_scratch_bytes(chain, plan)), round(float(recomputed_share(chain, plan)), 4),
+                   per=chain[-1].per)
 
 
 def fuse_rows_cpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str], consumer_param: int,
