@@ -162,6 +162,20 @@ def test_before_after_maps_each_fused_kernel_to_the_members_it_replaced():
     assert partial[1].before is None and group_rows(PlanOutcome((), 4, 3, "ok", groups=partial))[1].speedup is None
 
 
+def test_identical_decisions_sharing_one_fused_kernel_keep_their_own_members():
+    """Two identical blocks fuse into one deduplicated function (rfused_d0 for both
+    calls): its calls stand for the first decision's members, then the second's."""
+    before = [_kernel(0, "dw", ("a0",)), _kernel(1, "pw", ("b0",)), _kernel(2, "dw", ("a1",)), _kernel(3, "pw", ("b1",))]
+    after = [SimpleNamespace(index=0, var="lv0", func="rfused_d0", ops=("a0", "b0")),
+             SimpleNamespace(index=1, var="lv1", func="rfused_d0", ops=("a1", "b1"))]
+    t = {"dw": Spread(0.1, 0.09, 0.11), "pw": Spread(0.2, 0.19, 0.21)}
+    labels = {"a0": "block0/dw", "b0": "block0/pw", "a1": "block1/dw", "b1": "block1/pw"}
+    groups = group_timings(before, after, {"rfused_d0": [("d0", (0, 1)), ("d1", (2, 3))]}, t,
+                           {**t, "rfused_d0": Spread(0.25, 0.24, 0.26)}, labels)
+    assert [(g.decision, g.labels) for g in groups] == [("d0", ("block0/dw", "block0/pw")),
+                                                         ("d1", ("block1/dw", "block1/pw"))]
+
+
 def test_cli_shows_the_before_after_table_and_the_same_run_end_to_end_with_signs():
     before = [_kernel(0, "expand1x1", ("e1",)), _kernel(1, "expand3x3", ("e3",)), _kernel(2, "concat", ("cat",))]
     after = [SimpleNamespace(index=0, var="lv_f", func="hfused_d0", ops=("e1", "e3")), before[2]]

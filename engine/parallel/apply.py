@@ -178,8 +178,12 @@ def _fuse(mod, d: FusionDecision, members, ctx, layout):
     else:
         prim = codegen.fuse([mod[f] for f in funcs], funcs, ctx.target, layout)
         name = f"hfused_{d.id}"
-    new, _ = replace_with_fused(mod, members, prim, name, written)
-    return new, name
+    new, var = replace_with_fused(mod, members, prim, name, written)
+    # the kernel the call runs: an identical function already in the module (an earlier
+    # decision on an identical block) is reused under its own name
+    called = next((b.value.args[0].name_hint for b in main_bindings(new)
+                   if key(b.var) == key(var) and is_call_tir(b.value)), name)
+    return new, called
 
 
 class _Oracle:
@@ -295,7 +299,10 @@ def _measure_effect(outcome, base, fused, kept, names, base_kernels, fused_kerne
         decisions.append(replace(o, members_ms=tuple(m.median_ms for m in members), fused_ms=fused_t.median_ms,
                                  noise_ms=fused_t.spread_ms + sum(m.spread_ms for m in members)))
     labels = {n.id: n.label for n in ctx.graph.nodes}
-    groups = group_timings(base_kernels, fused_kernels, {names[d.id]: (d.id, d.kernels) for d in kept},
+    made: dict[str, list] = {}  # kernel -> the decisions it stands for, in execution order
+    for d in sorted(kept, key=lambda d: min(d.kernels)):
+        made.setdefault(names[d.id], []).append((d.id, d.kernels))
+    groups = group_timings(base_kernels, fused_kernels, made,
                            {k: t.time for k, t in timed["unfused"].items()},
                            {k: t.time for k, t in timed["fused"].items()}, labels)
     unfused, fused_e2e = (Spread.of([x * 1e3 for x in samples[w]]) for w in ("unfused", "fused"))

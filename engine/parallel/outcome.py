@@ -59,25 +59,31 @@ class GroupTiming:
                 "after": spread(self.after)}
 
 
-def group_timings(before_kernels: Sequence, after_kernels: Sequence, fused: Mapping[str, tuple[str, Sequence[int]]],
+def group_timings(before_kernels: Sequence, after_kernels: Sequence,
+                  fused: Mapping[str, tuple[str, Sequence[int]] | list[tuple[str, Sequence[int]]]],
                   before: Mapping[str, Spread], after: Mapping[str, Spread],
                   labels: Mapping[str, str] | None = None) -> tuple[GroupTiming, ...]:
     """The groups of one plan compile, in the fused build's execution order.
 
     `before_kernels`/`after_kernels`: KernelCall-shaped (var, func, ops) of the unfused and
     fused builds; `fused`: fused kernel name -> (decision id, indices of its members in
-    `before_kernels`); `before`/`after`: kernel name -> its time per call in that build;
-    `labels`: op id -> name. A kernel the plan left keeps its `var` in both builds.
+    `before_kernels`), or a list of them in execution order when several decisions made the
+    same kernel (identical blocks fuse into one deduplicated function: its calls are
+    matched to them in turn); `before`/`after`: kernel name -> its time per call in that
+    build; `labels`: op id -> name. A kernel the plan left keeps its `var` in both builds.
 
         >>> group_timings([a, b, c], [hfused, c], {"hfused_d0": ("d0", (0, 1))}, ...)
         (GroupTiming("hfused_d0", ("a", "b"), ...), GroupTiming("c", ("c",), ...))
     """
     labels = labels or {}
     by_var = {k.var: k for k in before_kernels}
+    calls = dict.fromkeys(fused, 0)
     out = []
     for k in after_kernels:
         if k.func in fused:
-            decision, indices = fused[k.func]
+            entries = fused[k.func] if isinstance(fused[k.func], list) else [fused[k.func]]
+            decision, indices = entries[min(calls[k.func], len(entries) - 1)]
+            calls[k.func] += 1
             members = [before_kernels[i] for i in indices]
         else:
             decision, members = "", [by_var[k.var]] if k.var in by_var else []
