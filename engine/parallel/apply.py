@@ -178,12 +178,7 @@ def _fuse(mod, d: FusionDecision, members, ctx, layout):
     else:
         prim = codegen.fuse([mod[f] for f in funcs], funcs, ctx.target, layout)
         name = f"hfused_{d.id}"
-    new, var = replace_with_fused(mod, members, prim, name, written)
-    # the kernel the call runs: an identical function already in the module (an earlier
-    # decision on an identical block) is reused under its own name
-    called = next((b.value.args[0].name_hint for b in main_bindings(new)
-                   if key(b.var) == key(var) and is_call_tir(b.value)), name)
-    return new, called
+    return replace_with_fused(mod, members, prim, name, written)
 
 
 class _Oracle:

@@ -35,10 +35,12 @@ def call_of(mod: tvm.IRModule, var: relax.Var):
 
 
 def replace_with_fused(mod: tvm.IRModule, members: list[relax.Var], fused: tirx.PrimFunc,
-                       name: str, written: tuple[int, ...] | None = None) -> tuple[tvm.IRModule, relax.Var]:
+                       name: str, written: tuple[int, ...] | None = None) -> tuple[tvm.IRModule, str]:
     """A new module whose `main` calls `fused` once instead of the members' kernels.
     `written`: the members whose outputs the fused kernel writes (None: all); the others'
-    outputs live only inside it, so nothing else in `main` may read them."""
+    outputs live only inside it, so nothing else in `main` may read them. Returns the module
+    and the name of the kernel the call runs: `name`, or an identical function's already in
+    the module (the block builder reuses it: identical blocks of a model share one kernel)."""
     main = mod["main"]
     blocks = list(main.body.blocks)
     where = {key(b.var): i for i, blk in enumerate(blocks) for b in blk.bindings}
@@ -116,7 +118,7 @@ def replace_with_fused(mod: tvm.IRModule, members: list[relax.Var], fused: tirx.
     new_main = relax.Function(main.params, relax.SeqExpr(blocks, main.body.body), main.ret_ty,
                               main.is_pure, main.attrs)
     mod.update_func(mod.get_global_var("main"), new_main)
-    return relax.transform.Normalize()(_drop_unused_prim_funcs(mod)), tuple_var
+    return relax.transform.Normalize()(_drop_unused_prim_funcs(mod)), gv.name_hint
 
 
 def _drop_unused_prim_funcs(mod: tvm.IRModule) -> tvm.IRModule:

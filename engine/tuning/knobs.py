@@ -93,10 +93,10 @@ def member_variants(func: tirx.PrimFunc, target) -> list[tuple[tuple, tirx.PrimF
         channel = [((ft, xt), _scheduled(sch))
                    for ft, xt in conv_tiles(*shape, isa_of(target))
                    if (sch := Conv2dNCHW(tile=(ft, xt)).apply(func, target)) is not None]
-        pixel = _pixel_variants(func, target)
         rows = DepthwiseRows().apply(func, target)
         if rows is not None:  # the default rule where it fits (AVX-512), first
             return [(("dwrows",), _scheduled(rows))] + channel
+        pixel = _pixel_variants(func, target)
         return pixel + channel if Conv1x1Pixels().apply(func, target) is not None else channel + pixel
     mm = _matmul_shape(func)
     if mm is not None:

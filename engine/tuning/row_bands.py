@@ -57,7 +57,9 @@ class RowBandsRecord:
 
 def candidates(chain, cores: int, default: int) -> list[tuple[int, bool]]:
     rows = chain[-1].rows
-    counts = {min(rows, k * cores) for k in (1, 2, 3, 4)} | {rows, default}
+    # as the plan runs them: past the row units (bands aligned to a producer's multi-row
+    # chunks) a count is clamped, and the same kernel would be measured twice
+    counts = {plan_rows(chain, t).tasks for t in {min(rows, k * cores) for k in (1, 2, 3, 4)} | {rows}} | {default}
     counts = sorted(t for t in counts if t == default or recomputed_share(chain, plan_rows(chain, t)) <= MAX_RECOMPUTED)
     return [(t, whole) for whole in (False, True) for t in counts]
 

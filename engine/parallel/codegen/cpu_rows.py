@@ -108,7 +108,8 @@ def _row_dim(lo: np.ndarray, hi: np.ndarray, shape, chunks: int) -> tuple[int, i
         if n <= 1 or per < 1 or n % per:
             continue
         units = n // per
-        if units > 1 and chunks % units == 0 and np.all(hi[:, d] - lo[:, d] == per) and np.array_equal(lo[:, d], ids % units * per):
+        if units > 1 and chunks % units == 0 and np.all(hi[:, d] - lo[:, d] == per) \
+                and np.array_equal(lo[:, d], ids % units * per):
             return d, units, per
     return None
 
@@ -291,11 +292,8 @@ class RowPlan:
     def start(self, t):
         """Task t's first row; `t` an int or a TIR expression."""
         mn, _, c = _ops(t)
-        if self.align == 1:
-            return t * c(self.rows) // c(self.tasks) if isinstance(t, int) else \
-                tirx.floordiv(t * c(self.rows), c(self.tasks))
-        first = (t * self.units // self.tasks) if isinstance(t, int) else tirx.floordiv(t * c(self.units), c(self.tasks))
-        return mn(first * c(self.align), c(self.rows))
+        first = t * self.units // self.tasks if isinstance(t, int) else tirx.floordiv(t * c(self.units), c(self.tasks))
+        return first if self.align == 1 else mn(first * c(self.align), c(self.rows))
 
     @property
     def band(self) -> int:
