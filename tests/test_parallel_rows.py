@@ -199,3 +199,25 @@ def test_a_matmul_row_tile_is_a_unit_of_the_chain():
     result = session.compile(CompileOptions(plan=plan.with_approval(d.id), timing=False, stop_after=Stage.VERIFY))
     assert result.verification.passed
     assert result.fusion.decisions[[o.id for o in result.fusion.decisions].index(d.id)].result is DecisionResult.APPLIED
+
+
+def test_a_band_of_channels_is_named_channels_and_verifies(tmp_path):
+    """A max pool parallel over channels feeding a concat: the chunks write channels, not
+    rows, and the plan says so."""
+    c, n = 16, 14
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, c, n, n])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 2 * c, n, n])
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Concat", ["r", "p"], ["y"], axis=1)]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(model, tmp_path / "chan.onnx")
+    session = Session(str(tmp_path / "chan.onnx"))
+    plan = session.propose("llvm").plan
+    (d,) = _rows(plan)
+    link = d.evidence.rows
+    assert (link.axis, link.rows) == ("channels", 2 * c)
+    assert link.describe().startswith("channel bands:") and "rows" not in link.describe()
+    assert link.windows == ("T_concat_intermediate channel y reads pool_max channels [y-16, y-16+1)",)
+    result = session.compile(CompileOptions(plan=plan.with_approval(d.id), runs=3))
+    assert result.verification.passed and result.fusion.applied() == 1

@@ -139,11 +139,15 @@ class RowLink:
     recomputed: float
     whole_band: bool = False  # stage by stage over the band (else row by row)
     per: int = 1  # consumer rows per row unit (a chunk of several rows, a matmul's row tile)
+    # what the units slice: "rows" (image or token rows), "channels" (a concat's slices, an
+    # LRN's channel window) or "axis-k slices"
+    axis: str = "rows"
 
     def describe(self) -> str:
-        order = "stage by stage over each band" if self.whole_band else "row by row"
-        rows = f"{self.rows} rows" if self.per == 1 else f"{self.rows} units of {self.per} rows"
-        return (f"row bands: {self.tasks} tasks of {self.band} of {rows}, {order}; "
+        one = self.axis[:-1] if self.axis in ("rows", "channels") else "slice"
+        order = "stage by stage over each band" if self.whole_band else f"{one} by {one}"
+        rows = f"{self.rows} {self.axis}" if self.per == 1 else f"{self.rows} units of {self.per} {self.axis}"
+        return (f"{one} bands: {self.tasks} tasks of {self.band} of {rows}, {order}; "
                 + "; ".join(self.windows))
 
 

@@ -22,8 +22,8 @@ DECISION_KINDS = {
     DecisionKind.BRANCH_STAGE: "the s-th kernels of parallel branches (different inputs), launched as one",
     DecisionKind.VERTICAL_BLOCK: "a producer and its consumer with a one-to-one block map, fused so each "
                                  "block runs the consumer right after the producer part it reads",
-    DecisionKind.VERTICAL_ROWS: "a producer and its consumer whose rows read a few producer rows (halo), "
-                                "fused by row bands: the intermediate lives only in each task's scratch",
+    DecisionKind.VERTICAL_ROWS: "a producer and its consumer whose rows (or channels) read a few producer "
+                                "rows (halo), fused by bands of them: the intermediate lives only in each task's scratch",
 }
 STATUSES = {
     DecisionStatus.PROPOSED: "found by the planner, not decided: a compile with the plan (C) skips it",

@@ -92,6 +92,15 @@ class RowStage:
     def tiles(self) -> int:
         return self.stage.chunks // self.rows
 
+    @property
+    def axis(self) -> str:
+        """What a unit slices, in words: image or token rows (the second-to-last axis), the
+        channels of an NCHW tensor (a concat's slices, a channel-window LRN) or an axis."""
+        n = len(self.out.ty.shape)
+        if self.dim == n - 2:
+            return "rows"
+        return "channels" if (n, self.dim) == (4, 1) else f"axis-{self.dim} slices"
+
 
 def _stage_func(stage: CpuStage, params: list) -> tirx.PrimFunc:
     loop = tirx.For(stage.loop_var, _c(0), _c(stage.chunks), tirx.ForKind.PARALLEL, stage.body)
@@ -475,8 +484,12 @@ def _window_text(st: RowStage, prev: RowStage) -> str:
     w = st.window
     start = f"{w.stride}*y" if w.stride != 1 else "y"
     start += f"{w.offset:+d}" if w.offset else ""
-    unit = "row y" if st.per == 1 else f"row unit y ({st.per} rows)"
-    return f"{st.out.name} {unit} reads {prev.out.name} rows [{start}, {start}+{w.size})"
+    unit = f"{_one(st.axis)} y" if st.per == 1 else f"unit y ({st.per} {st.axis})"
+    return f"{st.out.name} {unit} reads {prev.out.name} {prev.axis} [{start}, {start}+{w.size})"
+
+
+def _one(axis: str) -> str:
+    return axis[:-1] if axis in ("rows", "channels") else "slice"
 
 
 def row_link(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str], consumer_param: int,
@@ -501,7 +514,7 @@ def row_link(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str],
                    tuple(_window_text(st, prev) for prev, st in zip(chain, chain[1:])),
                    chain[0].stage.chunks, chain[-1].stage.chunks, len(c.stages), kept,
                    int(chain_scratch_bytes(chain, plan)), round(float(recomputed_share(chain, plan)), 4),
-                   per=chain[-1].per)
+                   per=chain[-1].per, axis=chain[-1].axis)
 
 
 def fuse_rows_cpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str], consumer_param: int,
