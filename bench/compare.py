@@ -8,7 +8,8 @@ back-to-back calls filling MIN_SAMPLE_MS (one call for all but the small models)
 builds and the tuned TVM build are interleaved round by round so that load from other
 processes hits all of them.
 
-- onnxruntime (CPU EP, all cores), timed alone first (see bench_model).
+- onnxruntime (CPU EP, all cores), timed alone, in turns with our builds once they are all
+  compiled (see _alternating).
 - This project: plain `blockwise` (our default schedules) and each optimisation on top:
   the plan's parallel / block-level decisions, both, co-tuned, and `+auto` (what
   `--approve auto` does: every proposed decision tried, the measured winners kept).
@@ -132,7 +133,7 @@ def _median_interleaved(fns: dict[str, object], runs: int, rounds: int = 5) -> d
     is the mean time of as many back-to-back calls as fill MIN_SAMPLE_MS (one call for
     models slower than that), counted once per configuration before the rounds."""
     samples: dict[str, list[float]] = {k: [] for k in fns}
-    per_round = max(1, runs // rounds)
+    per_round = max(1, -(-runs // rounds))
     calls = {}
     for name, fn in fns.items():
         fn()
@@ -148,6 +149,35 @@ def _median_interleaved(fns: dict[str, object], runs: int, rounds: int = 5) -> d
                 for _ in range(calls[name]):
                     fn()
                 samples[name].append((time.perf_counter() - start) * 1e3 / calls[name])
+    return samples
+
+
+# onnxruntime and our builds are timed in turns, the last turns right after every build is
+# compiled: this VM has slow periods of minutes (our kernels 1.5-2.5x slower, onnxruntime
+# ~1.2x), and timing onnxruntime before minutes of compiles put the two sides of one ratio
+# in different periods (squeezenet 1.02x in one run, 1.60x in another).
+TURNS = 2
+
+
+def _alternating(model, inputs: dict, fns: dict[str, object], runs: int) -> dict[str, list[float]]:
+    """`TURNS` turns of onnxruntime alone, then our builds interleaved, each with its share
+    of `runs`. onnxruntime's session lives only during its turn: one alive in the process,
+    even idle, slowed TVM's 2-thread pool (squeezenet 2.54 -> 4.08 ms, back to 2.70 once
+    freed), and TVM's spinning pool slowed onnxruntime in shared rounds (2.3 -> 5.3-7.4 ms)."""
+    from engine.runtime.measure import onnxruntime_session
+
+    samples: dict[str, list[float]] = {ORT: [], **{k: [] for k in fns}}
+    share = max(1, -(-runs // TURNS))
+    rounds = max(1, 5 // TURNS)
+    for _ in range(TURNS):
+        sess = onnxruntime_session(model.proto.SerializeToString(), threads=THREADS)
+        time.sleep(1.0)
+        samples[ORT] += _median_interleaved({ORT: lambda: sess.run(None, inputs)}, share, rounds)[ORT]
+        del sess
+        gc.collect()
+        time.sleep(1.0)
+        for name, ms in _median_interleaved(fns, share, rounds).items():
+            samples[name] += ms
     return samples
 
 
@@ -196,11 +226,6 @@ def bench_model(spec: str, runs: int, unscheduled_runs: int, cotune_trials: int 
     t0 = time.perf_counter()
     sess = onnxruntime_session(model.proto.SerializeToString(), threads=THREADS)
     row.compile_s[ORT] = time.perf_counter() - t0
-    # onnxruntime first, alone: an onnxruntime session alive in the process, even idle,
-    # slowed TVM's 2-thread pool (squeezenet 2.54 -> 4.08 ms, back to 2.70 once freed),
-    # and TVM's spinning pool slowed onnxruntime in shared rounds (2.3 -> 5.3-7.4 ms)
-    time.sleep(1.0)
-    samples = _median_interleaved({ORT: lambda: sess.run(None, inputs)}, runs)
     reference = sess.run(None, inputs)  # TVM's builds are checked against it (ours verify themselves)
     del sess
 
@@ -274,7 +299,7 @@ def bench_model(spec: str, runs: int, unscheduled_runs: int, cotune_trials: int 
             unscheduled_vm = None
 
     gc.collect()  # the compiles' own onnxruntime sessions (verification) must be gone too
-    samples.update(_median_interleaved(fns, runs))
+    samples = _alternating(model, inputs, fns, runs)
     if unscheduled_vm is not None:  # slow (no schedule): alone, capped at ~20 s
         start = time.perf_counter()
         unscheduled_vm["main"](*args)

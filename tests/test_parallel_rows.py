@@ -201,23 +201,48 @@ def test_a_matmul_row_tile_is_a_unit_of_the_chain():
     assert result.fusion.decisions[[o.id for o in result.fusion.decisions].index(d.id)].result is DecisionResult.APPLIED
 
 
-def test_a_band_of_channels_is_named_channels_and_verifies(tmp_path):
-    """A max pool parallel over channels feeding a concat: the chunks write channels, not
-    rows, and the plan says so."""
-    c, n = 16, 14
-    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, c, n, n])
-    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 2 * c, n, n])
+def _pool_concat(path, pooled, other, pool_first):
+    """max pool (3x3, pad 1) of x and relu of z, concatenated over channels."""
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, pooled, 14, 14])
+    z = helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [1, other, 14, 14])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, pooled + other, 14, 14])
     nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Concat", ["r", "p"], ["y"], axis=1)]
+             helper.make_node("Relu", ["z"], ["r"]),
+             helper.make_node("Concat", ["p", "r"] if pool_first else ["r", "p"], ["y"], axis=1)]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x, z], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(model, path)
+    return Session(str(path))
+
+
+def test_a_band_of_channels_is_named_channels_and_verifies(tmp_path):
+    """LRN's channel window (an average pool over channels, then a divide): the chunks
+    write channels, not rows, and the plan says so."""
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 32, 14, 14])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 32, 14, 14])
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("LRN", ["r"], ["y"], size=5, alpha=1e-4, beta=0.75, bias=1.0)]
     model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
                               opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    onnx.save(model, tmp_path / "chan.onnx")
-    session = Session(str(tmp_path / "chan.onnx"))
+    onnx.save(model, tmp_path / "lrn.onnx")
+    session = Session(str(tmp_path / "lrn.onnx"))
     plan = session.propose("llvm").plan
     (d,) = _rows(plan)
     link = d.evidence.rows
-    assert (link.axis, link.rows) == ("channels", 2 * c)
+    assert (link.axis, link.rows) == ("channels", 32)
     assert link.describe().startswith("channel bands:") and "rows" not in link.describe()
-    assert link.windows == ("T_concat_intermediate channel y reads pool_max channels [y-16, y-16+1)",)
+    assert link.windows == ("T_divide_intermediate channel y reads pool_avg axis-2 slices [y, y+1)",)
     result = session.compile(CompileOptions(plan=plan.with_approval(d.id), runs=3))
     assert result.verification.passed and result.fusion.applied() == 1
+
+
+def test_a_producer_read_by_few_bands_is_refused(tmp_path):
+    """The pool's channels are the concat's second half: fused, the bands holding them would
+    all run on one core of two, while the pool alone runs on both."""
+    session = _pool_concat(tmp_path / "half.onnx", 16, 16, pool_first=False)
+    assert not _rows(session.propose("llvm").plan)
+    module = session.scheduled("llvm").module
+    names = [k.func for k in session.scheduled("llvm").kernels]
+    pool, concat = [n for n in names if "pool" in n][0], [n for n in names if "concat" in n][0]
+    with pytest.raises(FusionUnsupported, match="reads the producer in 16 of its 32 channels only"):
+        row_link(module[pool], module[concat], [pool, concat], 1, cores=2)
