@@ -92,10 +92,10 @@ def test_a_json_manifest_is_checked_the_same_way(tmp_path):
 
 
 def test_variants_approve_their_kinds_of_decision():
-    proposed = Session("fire_module").propose("llvm").plan
+    proposed = Session("mha_block").propose("llvm").plan  # every kind of decision
     kinds = {v: {d.kind for d in v.plan(proposed).approved()} for v in Variant if v is not Variant.BASE}
-    assert kinds[Variant.PARALLEL] == {DecisionKind.HORIZONTAL}
-    assert kinds[Variant.BLOCK] == {DecisionKind.VERTICAL_BLOCK}
+    assert kinds[Variant.PARALLEL] == {DecisionKind.HORIZONTAL, DecisionKind.BRANCH_STAGE}
+    assert kinds[Variant.BLOCK] == {DecisionKind.VERTICAL_BLOCK, DecisionKind.VERTICAL_ROWS}
     assert kinds[Variant.BOTH] == kinds[Variant.COTUNED] == {d.kind for d in proposed.decisions}
     assert kinds[Variant.AUTO] == set() and Variant.AUTO.policy.value == "auto"  # the policy tries them all
     assert Variant.BASE.plan(proposed) is None

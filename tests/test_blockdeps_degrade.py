@@ -40,29 +40,30 @@ def test_a_data_dependent_gather_costs_only_its_own_edges(tmp_path):
 
 
 def test_an_unreadable_kernel_costs_only_its_own_proposals(monkeypatch):
-    """A kernel whose accesses cannot be read (simulated: fire_module's concatenate) maps its
-    own edges all-to-all; the block-level proposal between the other kernels survives."""
+    """A kernel whose accesses cannot be read (simulated: mha_block's attention x V matmul)
+    maps its own edges all-to-all; the block-level proposal between the other kernels (the
+    scores -> softmax) survives."""
     import engine.blockdeps.analysis as analysis
     from engine.blockdeps.index_eval import Unsupported
     from engine.parallel.plan import DecisionKind
 
     real = analysis.kernel_accesses
 
-    def unreadable_concat(func, name, n_inputs):
-        if name.startswith("concatenate"):
+    def unreadable_matmul(func, name, n_inputs):
+        if name == "matmul2":
             raise Unsupported("statement Simulated")
         return real(func, name, n_inputs)
 
-    expected = [d.title() for d in Session("fire_module").propose("llvm").plan.decisions
+    expected = [d.title() for d in Session("mha_block").propose("llvm").plan.decisions
                 if d.kind is DecisionKind.VERTICAL_BLOCK]
-    assert expected, "fire_module proposes a block-level pair (squeeze -> expand1x1)"
-    monkeypatch.setattr(analysis, "kernel_accesses", unreadable_concat)
-    session = Session("fire_module")
+    assert expected, "mha_block proposes a block-level pair (scores -> softmax)"
+    monkeypatch.setattr(analysis, "kernel_accesses", unreadable_matmul)
+    session = Session("mha_block")
     plan = session.propose("llvm").plan
     assert [d.title() for d in plan.decisions if d.kind is DecisionKind.VERTICAL_BLOCK] == expected
     deps = session.block_deps("llvm")
-    into_concat = [e for e in deps.edges if e.consumer.func.startswith("concatenate")]
-    assert into_concat and all(not is_analysed(e) and "Simulated" in e.notes[0] for e in into_concat)
+    into = [e for e in deps.edges if e.consumer.func == "matmul2"]
+    assert into and all(not is_analysed(e) and "Simulated" in e.notes[0] for e in into)
 
 
 def test_an_edge_too_large_to_compare_is_one_line_not_hours(monkeypatch):

@@ -63,7 +63,8 @@ def test_pixel_rule_numbers(c, f, groups, hw, relu):
 
 
 @pytest.mark.parametrize("c,f,groups,hw,k,pad,stride", [
-    (64, 64, 1, 14, 1, 0, 1),  # whole channel vectors: the channel rule's
+    (256, 64, 1, 14, 1, 0, 1),  # a reduce with whole channel vectors: the channel rule's
+    (256, 512, 1, 14, 1, 0, 1),  # an expansion of a long reduction (16 vectors): the same
     (32, 32, 1, 14, 3, 1, 1),  # 3x3
     (68, 68, 4, 14, 1, 0, 2),  # strided
     (68, 68, 4, 14, 1, 1, 1),  # padded
@@ -71,6 +72,28 @@ def test_pixel_rule_numbers(c, f, groups, hw, relu):
 def test_pixel_rule_leaves_other_convs(c, f, groups, hw, k, pad, stride):
     mod, _, _ = _conv_module(c, f, groups, hw, k=k, pad=pad, stride=stride)
     assert Conv1x1Pixels().apply(_conv_func(mod), TARGET) is None
+
+
+@pytest.mark.parametrize("c,f,hw", [
+    (16, 64, 28),   # squeezenet's expand1x1 (whole channel vectors, 784 pixels with a tail)
+    (32, 192, 28),  # mobilenet's expansion
+    (64, 64, 14),   # F = C: 4 vectors of reduction
+    (128, 512, 7),  # 8 vectors, the longest AVX-512 takes
+])
+def test_short_expansions_are_pixel_vectorised(c, f, hw):
+    """A 1x1 conv expanding a short reduction takes the pixel rule even with whole channel
+    vectors (it stores NCHW rows instead of transposing the tile), and computes the conv."""
+    mod, w, b = _conv_module(c, f, 1, hw)
+    assert Conv1x1Pixels().apply(_conv_func(mod), TARGET) is not None
+    x = RNG.standard_normal((1, c, hw, hw)).astype("float32")
+    np.testing.assert_allclose(_run(mod, x), _reference(x, w, b, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_the_expansion_bound_is_in_vectors_of_the_isa():
+    """AVX2 has 8 lanes: 64 input channels are its 8 vectors, 128 are past them."""
+    avx2 = tvm.target.Target({"kind": "llvm", "mcpu": "haswell", "num-cores": 2})
+    assert Conv1x1Pixels().apply(_conv_func(_conv_module(64, 256, 1, 14)[0]), avx2) is not None
+    assert Conv1x1Pixels().apply(_conv_func(_conv_module(128, 512, 1, 14)[0]), avx2) is None
 
 
 def test_pixel_tiles_follow_the_isa():

@@ -66,12 +66,12 @@ def test_an_intermediate_with_another_reader_is_not_proposed():
 
 
 def _chain_model(tmp_path, channels, size, stride, name="m"):
-    """1x1 conv -> relu -> 3x3 conv (pad 1, `stride`) -> relu."""
+    """1x1 conv (2c -> c: a reduce, run by rows) -> relu -> 3x3 conv (pad 1, `stride`) -> relu."""
     c = channels
-    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, c, size, size])
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 2 * c, size, size])
     out = (size - 1) // stride + 1
     y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, c, out, out])
-    inits = [numpy_helper.from_array(RNG.standard_normal((c, c, 1, 1)).astype(np.float32) * 0.2, "w1"),
+    inits = [numpy_helper.from_array(RNG.standard_normal((c, 2 * c, 1, 1)).astype(np.float32) * 0.2, "w1"),
              numpy_helper.from_array(RNG.standard_normal((c, c, 3, 3)).astype(np.float32) * 0.1, "w2")]
     nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]), helper.make_node("Relu", ["a"], ["r"]),
              helper.make_node("Conv", ["r", "w2"], ["b"], pads=[1, 1, 1, 1], strides=[stride, stride]),

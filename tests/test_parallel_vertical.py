@@ -41,31 +41,36 @@ def test_other_maps_give_none(edge):
 
 
 @pytest.fixture(scope="module")
-def fire():
-    session = Session("fire_module")
+def mha():
+    session = Session("mha_block")
     return session, session.propose("llvm").plan
 
 
-def test_fire_squeeze_to_expand1x1_is_proposed(fire):
-    _, plan = fire
+def _block_level(plan):
     (d,) = [d for d in plan.decisions if d.kind is DecisionKind.VERTICAL_BLOCK]
-    assert [m.labels[0] for m in d.members] == ["squeeze1x1/conv", "expand1x1/conv"]
+    return d
+
+
+def test_attention_scores_to_softmax_is_proposed(mha):
+    _, plan = mha
+    d = _block_level(plan)
+    assert [m.labels[0] for m in d.members] == ["attn/qk_matmul", "attn/softmax"]
     link = d.evidence.link
-    # squeeze: 16 channels in one tile x 28 rows; expand1x1: 2 channel tiles x 28 rows
-    assert (link.producer_blocks, link.consumer_blocks, link.per_producer, link.pattern) == (28, 56, 2, "strided")
+    # the scores matmul: 64 tiles of 4 token rows; the softmax: one row per block
+    assert (link.producer_blocks, link.consumer_blocks, link.per_producer, link.pattern) == (64, 256, 4, "contiguous")
     again = FusionPlan.from_json(plan.to_json())
     assert again == plan  # the link replays from JSON
-    assert "shares a kernel with d0" in d.reason  # expand1x1 is also in the horizontal pair
+    assert "shares a kernel with d4, d5" in d.reason  # row-band pairs hold both members
 
 
-def test_vertical_decision_compiles_verifies_and_saves_a_launch(fire):
-    session, plan = fire
-    (d,) = [d for d in plan.decisions if d.kind is DecisionKind.VERTICAL_BLOCK]
+def test_vertical_decision_compiles_verifies_and_saves_a_launch(mha):
+    session, plan = mha
+    d = _block_level(plan)
     result = session.compile(CompileOptions(plan=plan.with_approval(d.id), runs=3))
     assert result.verification.passed
     out = {o.id: o for o in result.fusion.decisions}[d.id]
     assert out.result is DecisionResult.APPLIED and out.fused_kernel == f"vfused_{d.id}"
-    assert (result.fusion.launches_before, result.fusion.launches_after) == (4, 3)
+    assert (result.fusion.launches_before, result.fusion.launches_after) == (11, 10)
     assert out.fused_ms > 0 and len(out.members_ms) == 2
 
 
@@ -84,11 +89,12 @@ def test_cuda_vertical_pair_compiles_and_verifies_in_emulation():
     assert (result.fusion.launches_before, result.fusion.launches_after) == (4, 3)
 
 
-def test_an_overlapping_decision_is_skipped_and_says_by_which(fire):
-    """expand1x1 is in the horizontal d0 and the vertical d1: with both approved, plan order
-    applies d0 and d1 is skipped, naming d0 (not 'rejected by code generation')."""
-    session, plan = fire
-    result = session.compile(CompileOptions(plan=plan.with_approval("all"), runs=3))
+def test_an_overlapping_decision_is_skipped_and_says_by_which(mha):
+    """softmax is in the row-band d5 and the block-level d8: with both approved, plan order
+    applies d5 and d8 is skipped, naming d5 (not 'rejected by code generation')."""
+    session, plan = mha
+    d = _block_level(plan)
+    result = session.compile(CompileOptions(plan=plan.with_approval(f"d5,{d.id}"), runs=3))
     out = {o.id: o for o in result.fusion.decisions}
-    assert out["d0"].result is DecisionResult.APPLIED
-    assert out["d1"].result is DecisionResult.OVERLAPPED and "d0" in out["d1"].reason
+    assert out["d5"].result is DecisionResult.APPLIED
+    assert out[d.id].result is DecisionResult.OVERLAPPED and "d5" in out[d.id].reason

@@ -1,6 +1,8 @@
 """Default CPU schedule for a 1x1, stride-1, unpadded NCHW conv2d whose output channels
 give the channel-vector micro-kernel (engine.schedule.cpu.conv) a narrow tile: a grouped
-conv with 34 or 68 channels per group (2-4 of 16 lanes), or 1000 classifier channels (8).
+conv with 34 or 68 channels per group (2-4 of 16 lanes), or 1000 classifier channels (8),
+and one that expands a short reduction (EXPANSION_MAX_VECTORS: mobilenet's and resnet's
+expansions, squeezenet's expand1x1).
 
 Such a conv is a GEMM per group, out[f, p] = sum_c w[f, c] * in[g(f)*Cg + c, p], over the
 pixels p = y*W + x, which NCHW stores contiguously. The register tile is ``ft`` output
@@ -47,6 +49,19 @@ def pixel_tiles(n_f: int, pixels: int, isa: Isa, cores: int = 1) -> list[tuple[i
     return sorted(tiles, key=lambda t: chunks(t) < CHUNKS_PER_CORE * cores)
 
 
+# A 1x1 conv that expands a short reduction (F >= C, C within this many vectors) writes far
+# more than it reads per step: pixel vectors store whole NCHW rows where the channel rule
+# transposes its tile. Per kernel against the channel rule (2-core Zen 5), AVX-512: 16->64
+# at 55x55 0.79x, 32->192 at 28x28 0.67x, 64->256 at 56x56 (+residual) 0.92x, 128->512 at
+# 28x28 0.84x, 256->1024 at 14x14 0.99x, 512->2048 at 7x7 1.15x; AVX2 code (haswell):
+# 16->64 0.82x, 32->192 0.90x, 48->192 0.82x, 64->256 0.96x, 128->512 1.01x.
+EXPANSION_MAX_VECTORS = 8
+
+
+def _short_expansion(groups: int, n_c: int, n_f: int, isa: Isa) -> bool:
+    return groups == 1 and n_f >= n_c and n_c <= EXPANSION_MAX_VECTORS * isa.lanes()
+
+
 def _partitions(sch: s_tir.Schedule, name: str) -> list[str]:
     """Names of the blocks loop_partition made of block `name`, in loop order (it names
     them `name_<loop><k>` inside `..._common` / `..._partition` wrapper blocks)."""
@@ -74,7 +89,7 @@ class Conv1x1Pixels(ScheduleRule):
         groups, n_fg = match.groups, match.n_fg
         _, n_f, n_h, n_w = (int(s) for s in stmt.writes[0].source.shape)
         isa = isa_of(target)
-        if self.tile is None:
+        if self.tile is None and not _short_expansion(groups, match.n_cg, n_f, isa):
             narrow = groups > 1
             channel_tile = _choose_tile(n_fg if narrow else n_f, n_w, isa, narrow=narrow)
             if channel_tile is not None and channel_tile[0] >= isa.lanes():
