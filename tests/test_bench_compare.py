@@ -105,3 +105,32 @@ def test_cpu_model_reads_the_model_name(tmp_path):
     from run_record import cpu_model
 
     assert cpu_model(str(info)) == "Some CPU @ 2.0GHz"
+
+
+def test_onnxruntime_and_our_builds_are_timed_in_turns(monkeypatch):
+    """Each turn: a fresh onnxruntime session timed alone and closed, then our builds; every
+    configuration gets samples from every turn (a slow period hits both sides of a ratio)."""
+    import engine.runtime.measure as measure
+
+    log: list[str] = []
+
+    class Session:
+        def __init__(self):
+            log.append("open")
+
+        def run(self, _outputs, _inputs):
+            log.append("ort")
+
+        def __del__(self):
+            log.append("close")
+
+    monkeypatch.setattr(measure, "onnxruntime_session", lambda *_a, **_k: Session())
+    monkeypatch.setattr(compare.time, "sleep", lambda _s: None)
+    monkeypatch.setattr(compare, "_calls_per_sample", lambda _fn: 1)
+    model = type("M", (), {"proto": type("P", (), {"SerializeToString": lambda self: b""})()})()
+    samples = compare._alternating(model, {}, {"blockwise": lambda: log.append("ours")}, runs=6)
+    assert set(samples) == {ORT, "blockwise"}
+    assert len(samples[ORT]) == len(samples["blockwise"]) >= 6
+    turns = "".join({"open": "(", "close": ")", "ort": "", "ours": "b"}[e] for e in log)
+    assert turns.replace("b", "") == "()" * compare.TURNS  # the session is gone before ours run
+    assert turns.count(")b") == compare.TURNS  # our builds run after each onnxruntime turn
