@@ -91,12 +91,14 @@ def _variants(session, cotune_trials: int, arch: str | None = None):
     co-tuned (`cotune_trials` per method; 0 leaves the variant out); +auto: every proposed
     decision tried, only the measured winners kept (`--approve auto`)."""
     from engine.events import CompileOptions, FusionPolicy
+    from engine.parallel.plan import DecisionStatus
     from engine.tuning import TuneOptions
 
     variants: dict[str, object] = {BASE: lambda: CompileOptions(timing=False, arch=arch)}
     plan = session.propose("llvm").plan
-    vertical = [d.id for d in plan.decisions if d.kind.vertical]
-    horizontal = [d.id for d in plan.decisions if not d.kind.vertical]
+    open_ = [d for d in plan.decisions if d.status is not DecisionStatus.REJECTED]  # the others cannot be approved
+    vertical = [d.id for d in open_ if d.kind.vertical]
+    horizontal = [d.id for d in open_ if not d.kind.vertical]
 
     def with_plan(ids, cotune=0):
         approved = plan.with_approval(",".join(ids))

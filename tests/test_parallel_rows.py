@@ -11,8 +11,8 @@ from onnx import helper, numpy_helper
 
 from engine.events import CompileOptions, Stage
 from engine.parallel.apply import DecisionResult
-from engine.parallel.codegen.cpu_rows import fuse_rows_cpu, row_chain, row_link
-from engine.parallel.plan import DecisionKind, FusionPlan
+from engine.parallel.codegen.cpu_rows import WouldNotPay, fuse_rows_cpu, row_chain, row_link
+from engine.parallel.plan import DecisionKind, DecisionStatus, FusionPlan
 from engine.parallel.rows import sole_readers
 from engine.parallel.tir_util import FusionUnsupported
 from engine.session import Session
@@ -133,8 +133,9 @@ def test_row_link_states_the_windows_and_the_halo_share(tmp_path):
 
 def test_pairs_that_would_not_pay_are_refused_with_the_reason(tmp_path):
     mod, (p, c) = _pair(_chain_model(tmp_path, 192, 8, 1, "wide"))  # 1.3 MiB of 3x3 weights
-    with pytest.raises(FusionUnsupported, match="weights would be re-read at every row step"):
+    with pytest.raises(WouldNotPay, match="weights would be re-read at every row step") as err:
         row_link(mod[p], mod[c], [p, c], 0, cores=2)
+    assert err.value.link.rows == 8  # the pair's row facts, for the plan's rejected entry
     mod, (p, c) = _pair(_chain_model(tmp_path, 64, 6, 1, "small"))  # 6 rows: a halo row per 3
     with pytest.raises(FusionUnsupported, match="recomputes"):
         row_link(mod[p], mod[c], [p, c], 0, cores=2)
@@ -240,7 +241,9 @@ def test_a_producer_read_by_few_bands_is_refused(tmp_path):
     """The pool's channels are the concat's second half: fused, the bands holding them would
     all run on one core of two, while the pool alone runs on both."""
     session = _pool_concat(tmp_path / "half.onnx", 16, 16, pool_first=False)
-    assert not _rows(session.propose("llvm").plan)
+    (d,) = _rows(session.propose("llvm").plan)  # listed, rejected, with the reason
+    assert d.status is DecisionStatus.REJECTED and d.evidence.rows.axis == "channels"
+    assert d.reason.startswith("it would not pay: the consumer reads the producer in 16 of its 32 channels")
     module = session.scheduled("llvm").module
     names = [k.func for k in session.scheduled("llvm").kernels]
     pool, concat = [n for n in names if "pool" in n][0], [n for n in names if "concat" in n][0]

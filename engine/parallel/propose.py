@@ -100,8 +100,11 @@ def propose(session, target: str = "llvm", arch: str | None = None) -> Proposal:
     # Of overlapping decisions the first approved one applies: row bands first, the most
     # estimated gain first (on a 2-core AVX-512 Xeon mobilenet_block's depthwise -> pointwise
     # pairs ran 0.80x as row bands; the one-to-one pairs there measure within noise)
+    # (pairs that would not pay are listed last, rejected with the reason)
     rows.sort(key=lambda d: -d.gain.estimated_us)
-    decisions += [replace(d, id=DecisionId(f"d{len(decisions) + i}")) for i, d in enumerate(rows + block)]
+    listed = [d for d in rows if d.status is not DecisionStatus.REJECTED] + block + \
+        [d for d in rows if d.status is DecisionStatus.REJECTED]
+    decisions += [replace(d, id=DecisionId(f"d{len(decisions) + i}")) for i, d in enumerate(listed)]
     decisions = _note_overlaps(decisions)
     plan = FusionPlan(session.model.name, target, kernel_fingerprint(kernels), tuple(decisions))
     return Proposal(groups, plan, kg)

@@ -14,6 +14,7 @@ from collections import Counter
 
 from tvm import relax
 
+from engine.parallel.codegen.cpu_rows import WouldNotPay
 from engine.parallel.detection import member_info
 from engine.parallel.gain import busy_share, weighted_busy
 from engine.parallel.kernel_graph import KernelGraph, alias_roots, is_call_tir, key, main_bindings
@@ -60,15 +61,19 @@ def propose_rows(scheduled, graph, kg: KernelGraph, codegen, start: int, model, 
             if param is None:
                 continue
             funcs = [kg.kernels[p].func, kg.kernels[c].func]
+            status, reason = DecisionStatus.PROPOSED, ""
             try:
                 link = codegen.rows.link(mod[funcs[0]], mod[funcs[1]], funcs, param, target)
+            except WouldNotPay as err:  # listed, with the reason, so a user sees why it is not fused
+                link, status, reason = err.link, DecisionStatus.REJECTED, f"it would not pay: {err}"
             except FusionUnsupported:
                 continue  # no row structure: not a candidate (most pairs), nothing to list
-            decisions.append(_decision(f"d{start + len(decisions)}", graph, kg, p, c, link, model))
+            decisions.append(_decision(f"d{start + len(decisions)}", graph, kg, p, c, link, model, status, reason))
     return decisions
 
 
-def _decision(did: str, graph, kg: KernelGraph, p: int, c: int, link: RowLink, model) -> FusionDecision:
+def _decision(did: str, graph, kg: KernelGraph, p: int, c: int, link: RowLink, model,
+              status: DecisionStatus = DecisionStatus.PROPOSED, reason: str = "") -> FusionDecision:
     chunks = {p: link.producer_chunks, c: link.consumer_chunks}
     infos = [member_info(graph, kg, k, chunks.get) for k in (p, c)]
     members = tuple(MemberRef(m.kernel, m.func, m.ops, m.labels, m.signature, m.out_shape, m.flops, m.chunks)
@@ -87,5 +92,4 @@ def _decision(did: str, graph, kg: KernelGraph, p: int, c: int, link: RowLink, m
                         no_member_reads_another=False, launch_after=p, first_consumer=c,
                         reorder_needed=c != p + 1, heterogeneous=infos[0].signature != infos[1].signature,
                         rows=link)
-    return FusionDecision(DecisionId(did), DecisionKind.VERTICAL_ROWS, 0, members, gain, evidence,
-                          DecisionStatus.PROPOSED, "")
+    return FusionDecision(DecisionId(did), DecisionKind.VERTICAL_ROWS, 0, members, gain, evidence, status, reason)

@@ -498,19 +498,35 @@ def _one(axis: str) -> str:
     return axis[:-1] if axis in ("rows", "channels") else "slice"
 
 
+class WouldNotPay(FusionUnsupported):
+    """A pair with a row structure that the fused kernel would run slower (one line); `link`
+    holds its row facts at one band per core or the default band count."""
+
+    def __init__(self, reason: str, link):
+        super().__init__(reason)
+        self.link = link
+
+
 def row_link(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str], consumer_param: int,
              cores: int, tasks: int | None = None):
-    """The plan.RowLink of a pair (FusionUnsupported when it has no row structure); the
-    fused kernel is generated once, as the dry run."""
+    """The plan.RowLink of a pair; FusionUnsupported when it has no row structure,
+    WouldNotPay when it has one that would not pay. The fused kernel is generated once, as
+    the dry run."""
     from engine.parallel.plan import RowLink
 
     p, c, chain = row_chain(producer, consumer, names, consumer_param)
     inputs = list(p.parts.inputs) + [x for i, x in enumerate(c.parts.inputs) if i != consumer_param]
+    reasons = []
     weights = row_invariant_bytes(chain, inputs)
     if weights > MAX_ROW_INVARIANT_BYTES:
-        raise FusionUnsupported(f"{weights / 1024:.0f} KiB of weights would be re-read at every row step "
-                                f"(more than {MAX_ROW_INVARIANT_BYTES // 1024} KiB)")
-    tasks = tasks or default_tasks(chain, cores)
+        reasons.append(f"{weights / 1024:.0f} KiB of weights would be re-read at every row step "
+                       f"(more than {MAX_ROW_INVARIANT_BYTES // 1024} KiB)")
+    if not tasks:
+        try:
+            tasks = default_tasks(chain, cores)
+        except FusionUnsupported as err:
+            reasons.append(str(err))
+            tasks = cores
     plan = plan_rows(chain, tasks)
     # Bands split the consumer's units evenly; when only some of them read the producer
     # (a concat's slice) the producer's work falls on the few bands holding them, while the
@@ -518,17 +534,21 @@ def row_link(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str],
     # fused/plain: 1.06-1.19x with the pool in half of the channels, 1.11x in 80%, 0.97x in 83%)
     reading = reading_units(chain)
     if reading < chain[-1].rows:
-        raise FusionUnsupported(f"the consumer reads the producer in {reading} of its {chain[-1].rows} "
-                                f"{chain[-1].axis} only (a slice): bands would split its work unevenly")
-    _fused(p, c, chain, consumer_param, plan, producer)  # the dry run
+        reasons.append(f"the consumer reads the producer in {reading} of its {chain[-1].rows} "
+                       f"{chain[-1].axis} only (a slice): bands would split its work unevenly")
+    if not reasons:
+        _fused(p, c, chain, consumer_param, plan, producer)  # the dry run
     kept = 0
     for st in chain[:-1]:
         kept += math.prod(int(d) for d in st.out.ty.shape) * st.out.dtype.itemsize
-    return RowLink(consumer_param, chain[-1].rows, plan.tasks, plan.band,
+    link = RowLink(consumer_param, chain[-1].rows, plan.tasks, plan.band,
                    tuple(_window_text(st, prev) for prev, st in zip(chain, chain[1:])),
                    chain[0].stage.chunks, chain[-1].stage.chunks, len(c.stages), kept,
                    int(chain_scratch_bytes(chain, plan)), round(float(recomputed_share(chain, plan)), 4),
                    per=chain[-1].per, axis=chain[-1].axis)
+    if reasons:
+        raise WouldNotPay("; ".join(reasons), link)
+    return link
 
 
 def fuse_rows_cpu(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str], consumer_param: int,
