@@ -65,6 +65,14 @@ def test_an_intermediate_with_another_reader_is_not_proposed():
     assert "squeeze1x1/conv" not in producers
 
 
+def _saved(path, nodes, inputs, outputs, inits=()) -> str:
+    """An opset-17 model of `nodes` written to `path` (its path as str)."""
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs, list(inits)),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(model, path)
+    return str(path)
+
+
 def _chain_model(tmp_path, channels, size, stride, name="m"):
     """1x1 conv (2c -> c: a reduce, run by rows) -> relu -> 3x3 conv (pad 1, `stride`) -> relu."""
     c = channels
@@ -76,11 +84,7 @@ def _chain_model(tmp_path, channels, size, stride, name="m"):
     nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]), helper.make_node("Relu", ["a"], ["r"]),
              helper.make_node("Conv", ["r", "w2"], ["b"], pads=[1, 1, 1, 1], strides=[stride, stride]),
              helper.make_node("Relu", ["b"], ["y"])]
-    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
-                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    path = tmp_path / f"{name}.onnx"
-    onnx.save(model, path)
-    return str(path)
+    return _saved(tmp_path / f"{name}.onnx", nodes, [x], [y], inits)
 
 
 def _pair(path):
@@ -210,10 +214,7 @@ def _pool_concat(path, pooled, other, pool_first):
     nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["z"], ["r"]),
              helper.make_node("Concat", ["p", "r"] if pool_first else ["r", "p"], ["y"], axis=1)]
-    model = helper.make_model(helper.make_graph(nodes, "g", [x, z], [y]),
-                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    onnx.save(model, path)
-    return Session(str(path))
+    return Session(_saved(path, nodes, [x, z], [y]))
 
 
 def test_a_band_of_channels_is_named_channels_and_verifies(tmp_path):
@@ -223,10 +224,7 @@ def test_a_band_of_channels_is_named_channels_and_verifies(tmp_path):
     y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 32, 14, 14])
     nodes = [helper.make_node("Relu", ["x"], ["r"]),
              helper.make_node("LRN", ["r"], ["y"], size=5, alpha=1e-4, beta=0.75, bias=1.0)]
-    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
-                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    onnx.save(model, tmp_path / "lrn.onnx")
-    session = Session(str(tmp_path / "lrn.onnx"))
+    session = Session(_saved(tmp_path / "lrn.onnx", nodes, [x], [y]))
     plan = session.propose("llvm").plan
     (d,) = _rows(plan)
     link = d.evidence.rows

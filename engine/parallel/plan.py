@@ -120,6 +120,11 @@ class BlockLink:
         return f"{head}, consumer blocks {where} (k<{self.per_producer}) read producer block b"
 
 
+def unit_noun(axis: str) -> str:
+    """One unit of a RowLink.axis: "row", "channel" or "slice"."""
+    return axis[:-1] if axis in ("rows", "channels") else "slice"
+
+
 @dataclass(frozen=True)
 class RowLink:
     """Why a producer->consumer pair can run by row bands (engine.parallel.codegen.cpu_rows):
@@ -144,7 +149,7 @@ class RowLink:
     axis: str = "rows"
 
     def describe(self) -> str:
-        one = self.axis[:-1] if self.axis in ("rows", "channels") else "slice"
+        one = unit_noun(self.axis)
         order = "stage by stage over each band" if self.whole_band else f"{one} by {one}"
         rows = f"{self.rows} {self.axis}" if self.per == 1 else f"{self.rows} units of {self.per} {self.axis}"
         return (f"{one} bands: {self.tasks} tasks of {self.band} of {rows}, {order}; "

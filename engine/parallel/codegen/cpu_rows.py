@@ -29,6 +29,7 @@ from engine.blockdeps.footprints import block_boxes
 from engine.blockdeps.index_eval import Unsupported
 from engine.blockdeps.kernel_access import kernel_accesses
 from engine.parallel.codegen.cpu import CpuStage, cpu_member
+from engine.parallel.plan import RowLink, unit_noun
 from engine.parallel.tir_util import FusionUnsupported, RootParts, fresh_copy, fused_func, substitute
 
 I64 = "int64"
@@ -462,7 +463,8 @@ def recomputed_share(chain: list[RowStage], plan: RowPlan) -> float:
 def reading_units(chain: list[RowStage]) -> int:
     """How many of the last stage's units read any of the producer's (a concat reads its
     input in a slice of its channels only)."""
-    return sum(1 for y in range(chain[-1].rows) if (lambda n: n[1] > n[0])(_needs(chain, y)[0]))
+    firsts = (_needs(chain, y)[0] for y in range(chain[-1].rows))  # the producer's units [lo, hi)
+    return sum(1 for lo, hi in firsts if hi > lo)
 
 
 # Row steps re-read the weights; past this they fall out of the core's L2 and the pair runs
@@ -490,12 +492,8 @@ def _window_text(st: RowStage, prev: RowStage) -> str:
     w = st.window
     start = f"{w.stride}*y" if w.stride != 1 else "y"
     start += f"{w.offset:+d}" if w.offset else ""
-    unit = f"{_one(st.axis)} y" if st.per == 1 else f"unit y ({st.per} {st.axis})"
+    unit = f"{unit_noun(st.axis)} y" if st.per == 1 else f"unit y ({st.per} {st.axis})"
     return f"{st.out.name} {unit} reads {prev.out.name} {prev.axis} [{start}, {start}+{w.size})"
-
-
-def _one(axis: str) -> str:
-    return axis[:-1] if axis in ("rows", "channels") else "slice"
 
 
 class WouldNotPay(FusionUnsupported):
@@ -512,8 +510,6 @@ def row_link(producer: tirx.PrimFunc, consumer: tirx.PrimFunc, names: list[str],
     """The plan.RowLink of a pair; FusionUnsupported when it has no row structure,
     WouldNotPay when it has one that would not pay. The fused kernel is generated once, as
     the dry run."""
-    from engine.parallel.plan import RowLink
-
     p, c, chain = row_chain(producer, consumer, names, consumer_param)
     inputs = list(p.parts.inputs) + [x for i, x in enumerate(c.parts.inputs) if i != consumer_param]
     reasons = []
