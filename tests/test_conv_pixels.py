@@ -102,8 +102,17 @@ def test_pixel_tiles_follow_the_isa():
     assert pixel_tiles(272, 196, AVX2)[0] == (4, 2)
     # 49 pixels: two vectors leave a 17-pixel tail (more than a vector): one-vector tiles
     assert all(pv == 1 for _, pv in pixel_tiles(544, 49, AVX512)[:1])
-    # few channels: a tile without a pixel tail, so the pixel tiles are parallel chunks too
-    assert pixel_tiles(24, 784, AVX512, cores=2)[0] == (12, 1)
+    # the widest tile whose chunks keep every core busy: 64 channels x 3025 pixels (one
+    # chunk per channel tile, the tail has one pixel) on 2 cores takes 16 rows (4 chunks);
+    # on 4 cores 8 rows, two chunks each
+    assert pixel_tiles(64, 3025, AVX512, cores=2)[0] == (16, 1)
+    assert pixel_tiles(64, 3025, AVX512, cores=4)[0] == (8, 1)
+    # 24 channels x 784 pixels: (8, 2) gives 3 chunks, one core idle half the time; (6, 2)
+    # gives 4, and (12, 1) has no pixel tail, so its pixel tiles are chunks too
+    assert pixel_tiles(24, 784, AVX512, cores=2)[0] == (6, 2)
+    assert pixel_tiles(24, 784, AVX512, cores=1)[0] == (8, 2)
+    # 8 channels: (2, 2) would fill the cores with 4 accumulators; (8, 1) has 8
+    assert pixel_tiles(8, 784, AVX512, cores=2)[0] == (8, 1)
     for ft, pv in pixel_tiles(1000, 169, AVX512):
         assert 1000 % ft == 0 and 169 % (16 * pv) <= 16
 

@@ -21,7 +21,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.target import Target
 
-from engine.schedule.cpu.common import CHUNKS_PER_CORE, PREPROC_ATTR, ScheduleRule, num_cores
+from engine.schedule.cpu.common import PREPROC_ATTR, ScheduleRule, num_cores
 from engine.schedule.cpu.conv import _choose_tile, conv_stages, match_conv
 from engine.schedule.cpu.isa import Isa, isa_of
 
@@ -31,9 +31,10 @@ PIXEL_VECTORS = (2, 1, 4)  # preferred first: measured 8x2 < 4x4 < 16x1 (2-core 
 def pixel_tiles(n_f: int, pixels: int, isa: Isa, cores: int = 1) -> list[tuple[int, int]]:
     """Every (ft, pv) tile for `isa`: ft output channels (a divisor of the channel count,
     within the accumulator registers) x pv pixel vectors, whose pixel tail after whole
-    tiles fits one vector; the default first: tiles giving CHUNKS_PER_CORE parallel chunks
-    per core before the others (a tile with a tail runs one chunk per channel tile, one
-    without one per channel tile and pixel tile), then PIXEL_VECTORS order, most channels."""
+    tiles fits one vector; the default first: tiles whose parallel chunks fill the cores
+    (_fills_the_cores; a tile with a tail runs one chunk per channel tile, one without one
+    per channel tile and pixel tile) before the others, then most accumulators, then
+    PIXEL_VECTORS order: the widest register tile that still keeps every core busy."""
     lanes = isa.lanes()
     tiles = []
     for pv in PIXEL_VECTORS:
@@ -46,7 +47,21 @@ def pixel_tiles(n_f: int, pixels: int, isa: Isa, cores: int = 1) -> list[tuple[i
         ft, pv = tile
         return n_f // ft * (pixels // (pv * lanes) if pixels % (pv * lanes) == 0 else 1)
 
-    return sorted(tiles, key=lambda t: chunks(t) < CHUNKS_PER_CORE * cores)
+    return sorted(tiles, key=lambda t: (not _fills_the_cores(chunks(t), cores), t[0] * t[1] < MIN_ACCUMULATORS))
+
+
+# Per kernel, 2-core Zen 5, AVX-512: 16->64 at 55x55, (16, 1) runs 0.73x of (4, 1) (which
+# gave 8 chunks per core), 32->128 at 27x27 (16, 1) 0.88x of (8, 1), 16->64 at 28x28 (8, 2)
+# 0.79x of (4, 2): more accumulators beat finer load balance once each core has two chunks.
+MIN_PIXEL_CHUNKS_PER_CORE = 2
+BALANCE = 0.9  # busy share of the cores in the last round of chunks
+# Independent accumulators that hide the FMA latency (4-5 cycles) on two FMA ports.
+MIN_ACCUMULATORS = 8
+
+
+def _fills_the_cores(chunks: int, cores: int) -> bool:
+    rounds = -(-chunks // cores)
+    return chunks >= MIN_PIXEL_CHUNKS_PER_CORE * cores and chunks >= BALANCE * rounds * cores
 
 
 # A 1x1 conv that expands a short reduction (F >= C, C within this many vectors) writes far
