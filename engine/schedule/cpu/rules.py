@@ -33,6 +33,7 @@ from engine.schedule.cpu.conv_pixels import Conv1x1Pixels
 from engine.schedule.cpu.depthwise_rows import DepthwiseRows
 from engine.schedule.cpu.intrinsics import serialize_unvectorizable
 from engine.schedule.cpu.isa import Isa, isa_of
+from engine.schedule.cpu.pool import Pool2dRows
 from engine.schedule.cpu.rowwise import RowWise
 
 logger = logging.getLogger(__name__)
@@ -170,7 +171,7 @@ class Fallback(ScheduleRule):
         return sch
 
 
-RULES: list[ScheduleRule] = [Conv1x1Pixels(), DepthwiseRows(), Conv2dNCHW(), Matmul(), RowWise(), Fallback()]
+RULES: list[ScheduleRule] = [Conv1x1Pixels(), DepthwiseRows(), Conv2dNCHW(), Matmul(), Pool2dRows(), RowWise(), Fallback()]
 
 
 def is_scheduled(func) -> bool:
