@@ -9,7 +9,7 @@ it, the row's accumulator in registers, and writes the row with the epilogue app
 
 Stride-1 windows only (inception's pool branches, inception_v2's average pools): per
 kernel on a 2-core Zen 5, 0.36-0.72x the generic rule's time with AVX-512 code and
-0.39-0.61x with AVX2 code (`haswell`). A strided window's taps are gathers: with the
+0.38-0.76x with AVX2 code (`haswell`). A strided window's taps are gathers: with the
 scratch plane stored in column phases (y, x % s, x // s) the taps were contiguous, and
 a copy split by phase let LLVM vectorise it, but the rule still ran 0.69-1.60x the
 generic one (squeezenet's 64 planes of 111x111: 1.44x, 27x27: 0.69x; resnet50's 112x112,
