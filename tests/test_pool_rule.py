@@ -84,9 +84,10 @@ def test_pool_rule_schedule_shape():
     assert "if_then_else" not in body.split("T.sblock(")[1]
 
 
-@pytest.mark.parametrize("stride,hw,c", [(2, 28, 32),    # strided taps would be gathers
-                                         (1, 200, 32),   # rows wider than MAX_ROW_VECTORS vectors
-                                         (1, 14, 2)])    # fewer planes than two per core
-def test_pool_rule_declines(stride, hw, c):
-    mod = _pool_module("max", c, hw, stride=stride)
+@pytest.mark.parametrize("stride,hw,c,k", [(2, 28, 32, 3),    # strided taps would be gathers
+                                           (1, 200, 32, 3),   # rows wider than MAX_ROW_VECTORS vectors
+                                           (1, 14, 2, 3),     # fewer planes than two per core
+                                           (1, 5, 32, 7)])    # a global window: 1-wide rows
+def test_pool_rule_declines(stride, hw, c, k):
+    mod = _pool_module("max", c, hw, k=k, stride=stride)
     assert Pool2dRows().apply(_func(mod), AVX2) is None
