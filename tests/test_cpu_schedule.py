@@ -241,3 +241,32 @@ def test_softmax_4d_rowwise():
     sched = _check(_module([("x", x.shape)], body), [x], e / e.sum(-1, keepdims=True), ["softmax"])
     (sm,) = [f for n, f in _prim_funcs(sched).items() if "softmax" in n]
     assert sm.script().count("T.parallel") == 1  # one parallel region for the whole chain
+
+
+AVX512 = tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2})
+
+
+@pytest.mark.parametrize("c,per_row", [(3, True), (16, False)])
+def test_short_reduction_writes_whole_rows(c, per_row):
+    """A stem's reduction (3 channels x 3x3 taps, 27 steps): with row write-back the epilogue
+    runs once per output row, straight under the parallel loop, after all the row's tiles;
+    a longer reduction keeps it per register tile."""
+    f, hw = 32, 29
+    x = RNG.standard_normal((1, c, hw, hw)).astype("float32")
+    w = RNG.standard_normal((f, c, 3, 3)).astype("float32")
+    b = RNG.standard_normal((f,)).astype("float32")
+
+    def body(bb, xv):
+        y = bb.emit(relax.op.nn.conv2d(xv, relax.const(w), strides=2))
+        y = bb.emit(relax.op.add(y, relax.const(b.reshape(1, f, 1, 1))))
+        return relax.op.nn.relu(y)
+
+    fused = _fuse(_module([("x", x.shape)], body))
+    (func,) = [fn for n, fn in _prim_funcs(fused).items() if "conv2d" in n]
+    sch = Conv2dNCHW().apply(func, AVX512)
+    epilogue = [blk for blk in sch.get_child_blocks(sch.get_sblock("root"))][-1]
+    # (par, n, f, y, x) per row; (par, x tile, n, f, y, x) per tile
+    assert len(sch.get_loops(epilogue)) == (5 if per_row else 6)
+    vm = relax.VirtualMachine(tvm.compile(schedule_module(fused, AVX512), target=AVX512), tvm.cpu())
+    np.testing.assert_allclose(vm["main"](tvm.runtime.tensor(x)).numpy(), _conv_ref(x, w, b, 0, 2),
+                               rtol=1e-4, atol=1e-4)

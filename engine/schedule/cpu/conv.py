@@ -107,6 +107,15 @@ def conv_stages(sch: s_tir.Schedule, match: ConvMatch, inline_producers: bool = 
     return kept, sch.cache_write(match.block, 0, "local")
 
 
+# A reduction this short (a stem's 3 channels x 3x3 taps: 27 steps) leaves the write-back a
+# large share of a tile's work; with row write-back the epilogue then runs once per output
+# row, after all its tiles, and writes each channel's row whole. Per kernel (AVX-512, 2-core
+# Zen 5): 3->64 3x3 stride 2 at 111x111 (squeezenet) 0.85x, 3->24 at 112x112 (shufflenet)
+# 0.94x, 3->32 0.89x; longer ones do not gain: 3->64 7x7 (147 steps) 1.01x, 16->64 3x3 (144)
+# 0.96-0.99x, 64->64 3x3 1.07x; AVX2 code's transposed write-back 1.00-1.07x.
+ROW_EPILOGUE_MAX_STEPS = 32
+
+
 def channel_tiles(lanes: int, narrow: bool = False) -> tuple[int, ...]:
     """Output-channel tiles tried, widest first: two vectors down to a quarter vector
     (narrow groups: down to two lanes)."""
@@ -209,8 +218,13 @@ class Conv2dNCHW(ScheduleRule):
         sch.reorder(*outer, xo, rc, ry, rx, xi, fi)
         par = sch.fuse(*outer)
         sch.parallel(par)
-        sch.reverse_compute_at(last, xo, preserve_unit_loops=True)
-        e = sch.get_loops(last)[2:]
+        steps = match.n_cg * int(stmt.iter_vars[5].dom.extent) * int(stmt.iter_vars[6].dom.extent)
+        if isa.row_writeback and ft >= isa.lanes() and steps <= ROW_EPILOGUE_MAX_STEPS:
+            sch.reverse_compute_at(last, par, preserve_unit_loops=True)  # the whole row's tiles
+            e = sch.get_loops(last)[1:]
+        else:
+            sch.reverse_compute_at(last, xo, preserve_unit_loops=True)
+            e = sch.get_loops(last)[2:]
         if len(e) == 4 and isa.row_writeback and ft >= isa.lanes():
             # whole channel vectors: write rows of output columns (see Isa.row_writeback); a
             # narrow tile (a grouped conv's 2-8 lanes) measured slower transposed
