@@ -67,6 +67,11 @@ def is_reduction_block(sch: s_tir.Schedule, block) -> bool:
     return any(iv.iter_type == tirx.IterVar.CommReduce for iv in sch.get(block).iter_vars)
 
 
+def iter_kinds(stmt) -> str:
+    """'S'/'R' per iter var of a block statement (data-parallel or not), e.g. "SSSSRRR"."""
+    return "".join("S" if iv.iter_type == tirx.IterVar.DataPar else "R" for iv in stmt.iter_vars)
+
+
 def _extent(sch, loop) -> int | None:
     ext = sch.get(loop).extent
     return int(ext) if isinstance(ext, tirx.IntImm) else None

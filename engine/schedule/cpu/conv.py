@@ -19,7 +19,8 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.target import Target
 
-from engine.schedule.cpu.common import PREPROC_ATTR, ScheduleRule, blocks_of, is_reduction_block, num_cores, parallelize
+from engine.schedule.cpu.common import (PREPROC_ATTR, ScheduleRule, blocks_of, is_reduction_block, iter_kinds, num_cores,
+                                        parallelize)
 from engine.schedule.cpu.isa import Isa, isa_of
 
 
@@ -72,8 +73,7 @@ def match_conv(sch: s_tir.Schedule) -> ConvMatch | None:
     if len(reds) != 1:
         return None
     stmt = sch.get(reds[0])
-    kinds = "".join("S" if iv.iter_type == tirx.IterVar.DataPar else "R" for iv in stmt.iter_vars)
-    if kinds != "SSSSRRR" or len(stmt.reads) != 2 or len(stmt.writes) != 1:
+    if iter_kinds(stmt) != "SSSSRRR" or len(stmt.reads) != 2 or len(stmt.writes) != 1:
         return None
     v = tuple(iv.var for iv in stmt.iter_vars)
     w_region = stmt.reads[1].region
@@ -218,14 +218,15 @@ class Conv2dNCHW(ScheduleRule):
         sch.reorder(*outer, xo, rc, ry, rx, xi, fi)
         par = sch.fuse(*outer)
         sch.parallel(par)
+        row_writeback = isa.row_writeback and ft >= isa.lanes()
         steps = match.n_cg * int(stmt.iter_vars[5].dom.extent) * int(stmt.iter_vars[6].dom.extent)
-        if isa.row_writeback and ft >= isa.lanes() and steps <= ROW_EPILOGUE_MAX_STEPS:
+        if row_writeback and steps <= ROW_EPILOGUE_MAX_STEPS:
             sch.reverse_compute_at(last, par, preserve_unit_loops=True)  # the whole row's tiles
             e = sch.get_loops(last)[1:]
         else:
             sch.reverse_compute_at(last, xo, preserve_unit_loops=True)
             e = sch.get_loops(last)[2:]
-        if len(e) == 4 and isa.row_writeback and ft >= isa.lanes():
+        if len(e) == 4 and row_writeback:
             # whole channel vectors: write rows of output columns (see Isa.row_writeback); a
             # narrow tile (a grouped conv's 2-8 lanes) measured slower transposed
             sch.vectorize(e[3])

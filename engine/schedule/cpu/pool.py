@@ -22,7 +22,7 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.target import Target
 
-from engine.schedule.cpu.common import ScheduleRule, blocks_of, is_reduction_block, num_cores
+from engine.schedule.cpu.common import ScheduleRule, blocks_of, is_reduction_block, iter_kinds, num_cores
 from engine.schedule.cpu.isa import isa_of
 
 POOL_RULES = ("meta_schedule.pool_max", "meta_schedule.pool_avg")
@@ -38,14 +38,13 @@ def _pool_blocks(sch: s_tir.Schedule):
     """(pad or None, window reduction, epilogue blocks) of a pooling PrimFunc, or None."""
     blocks = blocks_of(sch)
     names = [sch.get(b).name_hint for b in blocks]
-    marked = [b for b in blocks if sch.get(b).annotations.get("schedule_rule", "") in POOL_RULES]
+    marked = any(sch.get(b).annotations.get("schedule_rule", "") in POOL_RULES for b in blocks)
     reds = [b for b in blocks if is_reduction_block(sch, b)]
     if not marked or len(reds) != 1:
         return None
     red = reds[0]
     stmt = sch.get(red)
-    kinds = "".join("S" if iv.iter_type == tirx.IterVar.DataPar else "R" for iv in stmt.iter_vars)
-    if kinds != "SSSSRR" or len(stmt.reads) != 1 or len(stmt.writes) != 1:
+    if iter_kinds(stmt) != "SSSSRR" or len(stmt.reads) != 1 or len(stmt.writes) != 1:
         return None
     idx = names.index(stmt.name_hint)
     before, after = blocks[:idx], blocks[idx + 1:]

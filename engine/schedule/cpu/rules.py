@@ -23,6 +23,7 @@ from engine.schedule.cpu.common import (
     has_preproc,
     blocks_of,
     is_reduction_block,
+    iter_kinds,
     num_cores,
     opaque_buffers,
     parallelize,
@@ -101,7 +102,7 @@ class Matmul(ScheduleRule):
             return None
         mm = reds[0]
         stmt = sch.get(mm)
-        kinds = ["S" if iv.iter_type == tirx.IterVar.DataPar else "R" for iv in stmt.iter_vars]
+        kinds = iter_kinds(stmt)
         if len(kinds) < 3 or kinds[-1] != "R" or "R" in kinds[:-1] or len(stmt.reads) != 2:
             return None
         iv_i, iv_j, iv_k = (iv.var for iv in stmt.iter_vars[-3:])
