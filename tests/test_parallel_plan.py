@@ -26,12 +26,15 @@ def test_round_trip_is_exact(plan, tmp_path):
     again = load_plan(path)
     assert again == approved
     assert again.dumps() == approved.dumps()
-    assert [d.status for d in again.decisions] == [DecisionStatus.PROPOSED, DecisionStatus.APPROVED]
+    assert [d.status for d in again.decisions] == [DecisionStatus.PROPOSED, DecisionStatus.APPROVED,
+                                                   DecisionStatus.PROPOSED]
+    assert again.decisions[2].evidence.slices == plan.decisions[2].evidence.slices is not None
 
 
 def test_approval_specs(plan):
-    # two branch stages (its 1x1 reduce convs are pixel-vectorised: no row bands to fuse)
-    assert len(plan.with_approval("all").approved()) == 2
+    # two branch stages (its 1x1 reduce convs are pixel-vectorised: no row bands to fuse) and
+    # the concat's producers writing into its slices
+    assert len(plan.with_approval("all").approved()) == 3
     assert plan.with_approval("none").approved() == ()
     with pytest.raises(PlanError, match="no decision 'd9'"):
         plan.with_approval("d0,d9")

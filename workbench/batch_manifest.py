@@ -67,7 +67,8 @@ class Variant(str, enum.Enum):
 
 
 _APPROVED_KINDS = {Variant.PARALLEL: {DecisionKind.HORIZONTAL, DecisionKind.BRANCH_STAGE},
-                   Variant.BLOCK: {DecisionKind.VERTICAL_BLOCK, DecisionKind.VERTICAL_ROWS},
+                   Variant.BLOCK: {DecisionKind.VERTICAL_BLOCK, DecisionKind.VERTICAL_ROWS,
+                                   DecisionKind.VERTICAL_SLICES},
                    Variant.BOTH: set(DecisionKind), Variant.COTUNED: set(DecisionKind)}
 
 

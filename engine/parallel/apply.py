@@ -27,8 +27,9 @@ from engine.kernels import KernelCall
 from engine.runtime.measure import sample_runs, time_kernels_isolated
 from engine.timing import Spread, difference
 from engine.parallel.kernel_graph import call_args, is_call_tir, key, main_bindings
-from engine.parallel.plan import DecisionKind, FusionDecision, FusionPlan, validate_plan
+from engine.parallel.plan import DecisionKind, FusionDecision, FusionPlan, application_order, validate_plan
 from engine.parallel.relax_rewrite import call_of, member_vars, replace_with_fused
+from engine.parallel.slices import slice_link
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,12 +75,12 @@ def _apply(plan: FusionPlan, approved, mod, ctx, layouts, oracle: "_Oracle | Non
     kept: list[FusionDecision] = []
     fused, names = base, {}
     owner: dict[int, str] = {}  # kernel index -> the applied decision that fused it
-    for d in approved:
+    for d in application_order(approved):
         taken = sorted({owner[k] for k in d.kernels if k in owner}, key=lambda i: int(i[1:]))
         if taken:
             results[d.id] = DecisionOutcome(d.id, DecisionResult.OVERLAPPED,
                                             f"its kernels were already fused by {', '.join(taken)} "
-                                            "(the first approved in plan order is applied)")
+                                            "(the first approved in application order is applied)")
             continue
         made = fuse_or_reject(fused, d)
         if made is not None:
@@ -175,6 +176,12 @@ def _fuse(mod, d: FusionDecision, members, ctx, layout):
             link = replace(link, tasks=layout[0], whole_band=layout[1])
         prim = codegen.rows.fuse(mod[funcs[0]], mod[funcs[1]], funcs, link, ctx.target)
         name, written = f"rfused_{d.id}", (1,)  # the intermediate lives in the kernel's scratch
+    elif d.kind is DecisionKind.VERTICAL_SLICES:
+        if codegen.fuse_slices is None:
+            raise BlockwiseError(f"{d.id}: writing into a concat's slices is not implemented for {codegen.target}")
+        link = slice_link(mod, members[:-1], members[-1])  # on the module as it is now
+        prim = codegen.fuse_slices([mod[f] for f in funcs[:-1]], funcs[:-1], link, ctx.target)
+        name, written = f"sfused_{d.id}", (len(members) - 1,)  # only the concat's output exists
     else:
         prim = codegen.fuse([mod[f] for f in funcs], funcs, ctx.target, layout)
         name = f"hfused_{d.id}"

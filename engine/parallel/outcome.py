@@ -13,7 +13,7 @@ class DecisionResult(str, enum.Enum):
     APPLIED = "applied"
     NOT_APPROVED = "not approved"
     CODEGEN_REJECTED = "rejected by code generation"
-    OVERLAPPED = "skipped (shares a kernel with an applied decision)"  # plan order decides
+    OVERLAPPED = "skipped (shares a kernel with an applied decision)"  # plan.application_order decides
     ROLLED_BACK = "rolled back (verification failed)"
     NO_MEASURED_GAIN = "dropped (no measured gain)"  # FusionPolicy.MEASURED_WINNERS
     NO_ESTIMATED_GAIN = "dropped (no estimated gain)"  # the same without a device to measure on

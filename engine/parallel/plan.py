@@ -29,11 +29,12 @@ class DecisionKind(str, enum.Enum):
     BRANCH_STAGE = "branch-stage"  # the s-th kernels of parallel branches (different inputs)
     VERTICAL_BLOCK = "block-level vertical"  # producer->consumer whose block map is one-to-one
     VERTICAL_ROWS = "row-band vertical"  # producer->consumer, rows one-to-few: scratch per row band
+    VERTICAL_SLICES = "slice vertical"  # producers->concat, each one-to-one into a slice: no copy
 
     @property
     def vertical(self) -> bool:
         """A producer -> consumer fusion (not parallel operators)."""
-        return self in (DecisionKind.VERTICAL_BLOCK, DecisionKind.VERTICAL_ROWS)
+        return self in (DecisionKind.VERTICAL_BLOCK, DecisionKind.VERTICAL_ROWS, DecisionKind.VERTICAL_SLICES)
 
 
 class DecisionStatus(str, enum.Enum):
@@ -157,6 +158,23 @@ class RowLink:
 
 
 @dataclass(frozen=True)
+class SliceLink:
+    """Why a concat's producers can write straight into its output (engine.parallel.slices):
+    each is read by the concat only, and producer i's blocks map one-to-one onto the slice
+    [offsets[i], offsets[i] + extents[i]) of `axis`."""
+
+    axis: int
+    offsets: tuple[int, ...]
+    extents: tuple[int, ...]
+    out_shape: tuple[int, ...]
+
+    def describe(self) -> str:
+        parts = ", ".join(f"[{o}, {o + e})" for o, e in zip(self.offsets, self.extents))
+        return (f"one-to-one into slices of axis {self.axis} of {list(self.out_shape)}: the producers "
+                f"write {parts} in place; the concat's copy is not launched")
+
+
+@dataclass(frozen=True)
 class Evidence:
     fork: str  # the value the group forks from
     branches: tuple[tuple[int, ...], ...]  # kernel indices of the group's branches
@@ -169,6 +187,7 @@ class Evidence:
     dropped: tuple[str, ...] = ()  # members left out, with the reason
     link: BlockLink | None = None  # block-level vertical decisions: the block map behind them
     rows: RowLink | None = None  # row-band vertical decisions: the row structure behind them
+    slices: SliceLink | None = None  # slice vertical decisions: where each producer writes
 
 
 @dataclass(frozen=True)
@@ -276,11 +295,20 @@ def _decision_from(d: dict) -> FusionDecision:
     ev = dict(d["evidence"])
     link = ev.pop("link", None)
     rows = ev.pop("rows", None)
+    slices = ev.pop("slices", None)
     evidence = Evidence(**{k: _tuple(v) for k, v in ev.items()},
                         link=BlockLink(**{**link, "pattern": LinkPattern(link["pattern"])}) if link else None,
-                        rows=RowLink(**{k: _tuple(v) for k, v in rows.items()}) if rows else None)
+                        rows=RowLink(**{k: _tuple(v) for k, v in rows.items()}) if rows else None,
+                        slices=SliceLink(**{k: _tuple(v) for k, v in slices.items()}) if slices else None)
     return FusionDecision(DecisionId(d["id"]), DecisionKind(d["kind"]), int(d["stage"]), members,
                           gain, evidence, DecisionStatus(d["status"]), d.get("reason", ""))
+
+
+def application_order(decisions) -> list[FusionDecision]:
+    """The order approved decisions are applied in, where they share a kernel the first one
+    wins: slice decisions first (each also runs its producers as one horizontally fused
+    kernel, and removes the concat's copy), then plan order."""
+    return sorted(decisions, key=lambda d: d.kind is not DecisionKind.VERTICAL_SLICES)
 
 
 def kernel_fingerprint(kernels: tuple[KernelCall, ...]) -> str:

@@ -1,4 +1,5 @@
 """Propose a fusion plan: detected parallel groups -> one decision per stage, then the
+concats whose producers can write into its slices (engine.parallel.slices), the
 block-level vertical pairs (engine.parallel.vertical) and the row-band ones
 (engine.parallel.rows).
 
@@ -19,9 +20,10 @@ from engine.parallel.detection import ParallelGroup, Stage, detect_parallel_grou
 from engine.parallel.gain import estimate_gain
 from engine.parallel.kernel_graph import KernelGraph, is_call_tir, kernel_graph, main_bindings
 from engine.parallel.plan import (DecisionId, DecisionKind, DecisionStatus, Evidence, FusionDecision,
-                                  FusionPlan, MemberRef, kernel_fingerprint)
+                                  FusionPlan, MemberRef, application_order, kernel_fingerprint)
 from engine.parallel.tir_util import FusionUnsupported
 from engine.parallel.rows import propose_rows
+from engine.parallel.slices import propose_slices
 from engine.parallel.vertical import propose_vertical
 from engine.targets import get_target
 
@@ -92,6 +94,8 @@ def propose(session, target: str = "llvm", arch: str | None = None) -> Proposal:
     for group in groups:
         for stage in group.stages:
             decisions.append(_decision(f"d{len(decisions)}", group, stage, fit, model, launch))
+    slices = propose_slices(scheduled, session.graph, kg, len(decisions), model,
+                            lambda k: fit(k)[0]) if codegen.fuse_slices is not None else []
     block = propose_vertical(scheduled, session.graph, kg, codegen,
                              lambda k: fit(k)[0] > 0 and vertical_ok(k), len(decisions), model,
                              tvm_target, launch)
@@ -100,10 +104,11 @@ def propose(session, target: str = "llvm", arch: str | None = None) -> Proposal:
     # Of overlapping decisions the first approved one applies: row bands first, the most
     # estimated gain first (on a 2-core AVX-512 Xeon mobilenet_block's depthwise -> pointwise
     # pairs ran 0.80x as row bands; the one-to-one pairs there measure within noise)
-    # (pairs that would not pay are listed last, rejected with the reason)
+    # (pairs that would not pay are listed last, rejected with the reason). Slices come first:
+    # a concat written in place loses its copy, which a row band through it only shortens.
     rows.sort(key=lambda d: -d.gain.estimated_us)
-    listed = [d for d in rows if d.status is not DecisionStatus.REJECTED] + block + \
-        [d for d in rows if d.status is DecisionStatus.REJECTED]
+    open_ = [d for d in [*slices, *rows] if d.status is not DecisionStatus.REJECTED]
+    listed = open_ + block + [d for d in [*slices, *rows] if d.status is DecisionStatus.REJECTED]
     decisions += [replace(d, id=DecisionId(f"d{len(decisions) + i}")) for i, d in enumerate(listed)]
     decisions = _note_overlaps(decisions)
     plan = FusionPlan(session.model.name, target, kernel_fingerprint(kernels), tuple(decisions))
@@ -111,20 +116,20 @@ def propose(session, target: str = "llvm", arch: str | None = None) -> Proposal:
 
 
 def _note_overlaps(decisions: list[FusionDecision]) -> list[FusionDecision]:
-    """A proposed decision sharing a kernel with an earlier one says so: a kernel is fused by
-    one decision only, the first approved one in plan order."""
+    """A proposed decision sharing a kernel with one applied before it says so: a kernel is
+    fused by one decision only, the first approved one in application order (plan.application_order)."""
     owner: dict[int, str] = {}
-    out = []
-    for d in decisions:
+    noted: dict[str, FusionDecision] = {}
+    for d in application_order(decisions):
         shared = sorted({owner[k] for k in d.kernels if k in owner}, key=lambda i: int(i[1:]))
         if shared and d.status is DecisionStatus.PROPOSED and not d.reason:
             d = replace(d, reason=f"shares a kernel with {', '.join(shared)}; only the first approved "
-                                  f"of overlapping decisions is applied")
+                                  f"of overlapping decisions is applied (slice decisions first, then plan order)")
         if d.status is not DecisionStatus.REJECTED:
             for k in d.kernels:
                 owner.setdefault(k, d.id)
-        out.append(d)
-    return out
+        noted[d.id] = d
+    return [noted[d.id] for d in decisions]
 
 
 def _decision(did: str, group: ParallelGroup, stage: Stage, fit, model, launch) -> FusionDecision:

@@ -24,11 +24,13 @@ DECISION_KINDS = {
                                  "block runs the consumer right after the producer part it reads",
     DecisionKind.VERTICAL_ROWS: "a producer and its consumer whose rows (or channels) read a few producer "
                                 "rows (halo), fused by bands of them: the intermediate lives only in each task's scratch",
+    DecisionKind.VERTICAL_SLICES: "the producers of a concat, each one-to-one into a slice of its output, "
+                                  "fused so they write there in place: the concat's copy is not launched",
 }
 STATUSES = {
     DecisionStatus.PROPOSED: "found by the planner, not decided: a compile with the plan (C) skips it",
     DecisionStatus.APPROVED: "applied by C (W approves the ones a compile measured as faster); "
-                             "⚠ dN: shares a kernel with approved dN, only the first in plan order is applied",
+                             "⚠ dN: shares a kernel with approved dN, only the first is applied (slice decisions, then plan order)",
     DecisionStatus.REJECTED: "not applied; the planner rejects illegal ones itself (reason below the table)",
 }
 

@@ -43,8 +43,11 @@ def reread_text(gain) -> str:
             f"memory, 0 bytes kept off DRAM")
 
 
-def kept_text(gain) -> str:
-    """Row-band fusion's memory facts (estimated from the shapes)."""
+def kept_text(gain, slices: bool = False) -> str:
+    """Row-band (or, `slices`, concat-slice) fusion's memory facts (estimated from the shapes)."""
+    if slices:
+        return (f"the producers write their {gain.kept_bytes / 1024:.0f} KiB once, into the concat's output; "
+                f"the copy's read and write of it are gone (estimated)")
     return (f"intermediate {gain.kept_bytes / 1024:.0f} KiB kept off main memory (it exists only in "
             f"per-task scratch); scratch {gain.scratch_bytes / 1024:.1f} KiB per task; halo "
             f"recomputation {gain.recomputed:.1%} of the producer's rows (estimated)")
@@ -52,7 +55,7 @@ def kept_text(gain) -> str:
 
 def _decision_lines(d: FusionDecision, unit: str = "chunks") -> list[str]:
     ev, gain = d.evidence, d.gain
-    edge = ev.link or ev.rows
+    edge = ev.link or ev.rows or ev.slices
     where = f"edge {ev.fork}" if edge else f"stage {d.stage}  fork {ev.fork}"
     lines = [f"{d.id:<4} {d.kind.value:<13} {d.status.value:<9} {where}"
              f"{'  heterogeneous' if ev.heterogeneous and not edge else ''}"]
@@ -61,7 +64,7 @@ def _decision_lines(d: FusionDecision, unit: str = "chunks") -> list[str]:
                      f"{'x'.join(map(str, m.out_shape)):<14} {m.flops / 1e6:>8.2f} MFLOP  {m.chunks:>5} {unit}")
     if edge:
         lines.append(f"     legal: {edge.describe()}; no other path joins them"
-                     f"{'; the consumer is the only reader' if ev.rows else ''}")
+                     f"{'; the consumer is the only reader' if ev.rows or ev.slices else ''}")
     else:
         lines.append(f"     legal: no path {ev.no_path}, no member reads another {ev.no_member_reads_another}, "
                      f"inputs ready after k{ev.launch_after}, first consumer k{ev.first_consumer}"
@@ -74,7 +77,7 @@ def _decision_lines(d: FusionDecision, unit: str = "chunks") -> list[str]:
     if gain.reread_bytes:
         lines.append(f"     memory: {reread_text(gain)}")
     if gain.kept_bytes:
-        lines.append(f"     memory: {kept_text(gain)}")
+        lines.append(f"     memory: {kept_text(gain, ev.slices is not None)}")
     lines += [f"     dropped: {note}" for note in ev.dropped]
     if d.reason:
         lines.append(f"     reason: {d.reason}")
@@ -96,8 +99,9 @@ def decision_cells(d: FusionDecision, result: str = "", labels: Mapping[str, str
     """`result`: what the apply step did with it (fusion.decision_result), when it ran;
     `labels`: op id -> unique label (present.opgraph.op_labels) for the title."""
     ev, g = d.evidence, d.gain
-    if ev.link is not None or ev.rows is not None:  # vertical: the block map is the evidence
-        facts = [ev.fork, (ev.link or ev.rows).describe()]
+    edge = ev.link or ev.rows or ev.slices
+    if edge is not None:  # vertical: the block map is the evidence
+        facts = [ev.fork, edge.describe()]
     else:
         facts = [f"fork {ev.fork}", f"{len(ev.branches)} branches"]
         if ev.heterogeneous:
@@ -116,7 +120,7 @@ def decision_cells(d: FusionDecision, result: str = "", labels: Mapping[str, str
     if g.reread_bytes:
         util += f"; {reread_text(g)}"
     if g.kept_bytes:
-        util += f"; {kept_text(g)}"
+        util += f"; {kept_text(g, ev.slices is not None)}"
     estimate = f"{g.estimated_us:.1f} µs, -{g.launches_saved} launch{'es' if g.launches_saved != 1 else ''}"
     return DecisionCells(ops=tuple(op for m in d.members for op in m.ops),
                          evidence=f"{members}; " + ", ".join(facts) + util, estimate=estimate,

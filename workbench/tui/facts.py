@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from engine.parallel.plan import DecisionStatus
+from engine.parallel.plan import DecisionKind, DecisionStatus
 
 
 @dataclass(frozen=True)
@@ -136,15 +136,17 @@ def overlaps(row, rows) -> tuple[str, ...]:
 
 def conflict_lines(rows, changed) -> list[str]:
     """For decisions just approved (`changed` ids) that share a kernel with other approved ones:
-    one line each saying which, and which one the engine applies (the first in plan order)."""
+    one line each saying which, and which one the engine applies (slice decisions first, then
+    the first in plan order: engine.parallel.plan.application_order)."""
     clashes = conflicts(rows)
-    order = [r.id for r in rows]
+    order = {r.id: (r.kind != DecisionKind.VERTICAL_SLICES.value, n) for n, r in enumerate(rows)}
     lines = []
     for i in changed:
         if i in clashes:
-            first = min((i, *clashes[i]), key=order.index)
-            lines.append(f"{i} shares a kernel with approved {', '.join(clashes[i])}: only {first} (first in "
-                         f"plan order) is applied; reject one (r)")
+            first = min((i, *clashes[i]), key=order.__getitem__)
+            why = "slice decisions apply first" if not order[first][0] else "first in plan order"
+            lines.append(f"{i} shares a kernel with approved {', '.join(clashes[i])}: only {first} ({why}) "
+                         f"is applied; reject one (r)")
     if len(lines) > 4:
         lines = lines[:3] + [f"… and {len(lines) - 3} more: see ⚠ in the status column"]
     return lines

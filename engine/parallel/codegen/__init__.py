@@ -4,6 +4,7 @@
     codegen.fuse(funcs, names, target, layout) -> one horizontally fused PrimFunc
     codegen.vertical(producer, consumer, ...)  -> one block-level fused PrimFunc (where supported)
     codegen.rows.link / .fuse                  -> row-band fusion (engine.parallel.codegen.cpu_rows)
+    codegen.fuse_slices(funcs, names, link, target) -> producers writing a concat's slices (where supported)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import tvm
 from tvm import tirx
 
 from engine.errors import CompileError
+from engine.parallel import slices
 from engine.parallel.codegen import cpu, cpu_rows, gpu, gpu_horizontal, gpu_vertical
 from engine.schedule.cpu.common import num_cores
 
@@ -46,6 +48,9 @@ class FusionCodegen:
     # the target has no launch shape to report
     launch_shape: Callable[[list, list, object, object], object] | None = None
     rows: RowFusion | None = None  # None: no row-band fusion for this target
+    # (producer funcs, names, plan.SliceLink, target) -> one PrimFunc writing the concat's output;
+    # None: not for this target
+    fuse_slices: Callable[[list, list, object, object], tirx.PrimFunc] | None = None
 
     @property
     def fuses_vertically(self) -> bool:
@@ -88,13 +93,19 @@ def _vertical_gpu(producer, consumer, names, link, target=None):
     return gpu_vertical.fuse_vertical_gpu(producer, consumer, names, link, **_gpu_limits(target))
 
 
+def _slices_cpu(funcs, names, link, target):
+    # the producers share one parallel loop (horizontal fusion) where the CPU code generator
+    # takes them, each writing its slice of the concat
+    return slices.fuse_into_slices(funcs, names, link, lambda fs, ns: _fuse_cpu(fs, ns, target))
+
+
 CPU_ROWS = RowFusion(
     lambda p, c, names, param, target: cpu_rows.row_link(p, c, names, param, num_cores(target)),
     lambda p, c, names, link, target: cpu_rows.fuse_rows_cpu(p, c, names, link.consumer_param, link.tasks,
                                                              link.whole_band))
 CPU_CODEGEN = FusionCodegen("llvm", "parallel chunks", cpu.cpu_member, _fuse_cpu, _cpu_default_layout,
                             lambda p, c, names, link, target=None: cpu.fuse_vertical_cpu(p, c, names, link),
-                            cpu.vertical_member_reason, rows=CPU_ROWS)
+                            cpu.vertical_member_reason, rows=CPU_ROWS, fuse_slices=_slices_cpu)
 GPU_CODEGEN = FusionCodegen("cuda", "thread blocks", gpu.gpu_member, _fuse_gpu,
                             fuse_vertical=_vertical_gpu,
                             vertical_member=gpu_vertical.vertical_member_reason,

@@ -1,0 +1,207 @@
+"""Concatenations without the copy: the producers of a concat write their blocks straight
+into its output's slices, and the concat kernel is not launched.
+
+    a = call_tir(f, (x, w1))            t = call_tir(into_slices, (x, w1, y, w2), out_ty=T_cat)
+    b = call_tir(g, (y, w2))     ->     (f's loops writing t[:, 0:64], then g's writing t[:, 64:128])
+    c = call_tir(concat, (a, b))        c = t
+
+Each producer's block map onto the concat is one-to-one into a slice: its block writes
+exactly the elements the concat would copy. A producer qualifies when the concat is the
+only reader of its single output; its scheduled loops are kept as they are, only the
+output's accesses move to the slice (index + offset on the concat axis).
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import ir, relax, tirx
+from tvm.s_tir import SBlock, SBlockRealize
+
+from engine.parallel.detection import member_info
+from engine.parallel.gain import weighted_busy
+from engine.parallel.kernel_graph import KernelGraph, alias_roots, call_args, is_call_tir, key, main_bindings
+from engine.parallel.plan import (DecisionId, DecisionKind, DecisionStatus, Evidence, FusionDecision, Gain,
+                                  MemberRef, SliceLink)
+from engine.parallel.relax_rewrite import member_vars
+from engine.parallel.tir_util import OP_PATTERN_OPAQUE, FusionUnsupported, buffer_bytes, fresh_copy, root_parts
+
+
+def _static(shape) -> tuple[int, ...] | None:
+    try:
+        return tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        return None
+
+
+def concat_axis(in_shapes: list[tuple[int, ...]], out_shape: tuple[int, ...]) -> int | None:
+    """The axis a concat of these shapes joins on (None: not a concat of these shapes)."""
+    if not in_shapes or any(len(s) != len(out_shape) for s in in_shapes):
+        return None
+    for axis in range(len(out_shape)):
+        same = all(s[a] == out_shape[a] for s in in_shapes for a in range(len(out_shape)) if a != axis)
+        if same and sum(s[axis] for s in in_shapes) == out_shape[axis]:
+            return axis
+    return None
+
+
+def is_concat_func(func: tirx.PrimFunc) -> bool:
+    """A PrimFunc that is a legalized concatenate: one computing block, named T_concat,
+    storing loads of its inputs."""
+    blocks: list = []
+    tvm_ffi.structural_walk(func.body, (SBlock, lambda b: blocks.append(b)), order="pre")
+    compute = [b for b in blocks if len(b.iter_vars)]
+    return len(compute) == 1 and compute[0].name_hint.startswith("T_concat")
+
+
+def slice_link(mod: tvm.IRModule, producers: list[relax.Var], concat: relax.Var) -> SliceLink:
+    """Why the producers can write into `concat`'s slices; FusionUnsupported (one line) when
+    they cannot: every argument of the concat must be one of them, each read by the concat
+    only, with one output."""
+    bindings = main_bindings(mod)
+    value = {key(b.var): b.value for b in bindings}
+    roots = alias_roots(bindings)
+    call = value.get(key(concat))
+    if not is_call_tir(call) or not is_concat_func(mod[call.args[0].name_hint]):
+        raise FusionUnsupported("the consumer is not a concat kernel")
+    args = call_args(call)
+    made = [roots.get(key(a), key(a)) if isinstance(a, relax.Var) else None for a in args]
+    wanted = [key(p) for p in producers]
+    if sorted(x for x in made if x is not None) != sorted(wanted) or None in made:
+        raise FusionUnsupported("the concat reads values other than the producers' outputs")
+    uses: dict[int, int] = {}
+    for b in bindings:
+        if isinstance(b.value, relax.Var):
+            continue
+        for v in relax.analysis.free_vars(b.value):
+            r = roots.get(key(v), key(v))
+            uses[r] = uses.get(r, 0) + 1
+    for v in mod["main"].body.body if isinstance(mod["main"].body.body, relax.Tuple) else [mod["main"].body.body]:
+        for fv in relax.analysis.free_vars(v):
+            r = roots.get(key(fv), key(fv))
+            uses[r] = uses.get(r, 0) + 1
+    for p in producers:
+        if not is_call_tir(value.get(key(p))) or isinstance(p.ty, relax.TupleType):
+            raise FusionUnsupported(f"{p.name} is not a one-output kernel call")
+        if uses.get(key(p), 0) != 1:
+            raise FusionUnsupported(f"{p.name} is read by more than the concat")
+    in_shapes = [_static(a.ty.shape) for a in args]
+    out_shape = _static(concat.ty.shape)
+    if out_shape is None or None in in_shapes:
+        raise FusionUnsupported("the concat's shapes are not static")
+    axis = concat_axis(in_shapes, out_shape)
+    if axis is None:
+        raise FusionUnsupported("the concat's shapes do not join on one axis")
+    offsets, at = {}, 0
+    for m, s in zip(made, in_shapes):
+        offsets[m] = at
+        at += s[axis]
+    order = [key(p) for p in producers]
+    extents = {m: s[axis] for m, s in zip(made, in_shapes)}
+    return SliceLink(axis, tuple(offsets[k] for k in order), tuple(extents[k] for k in order), out_shape)
+
+
+def _into(node, buf: ir.Var, big: ir.Var, axis: int, offset: int):
+    """`node` with every access of `buf` moved to `big`, `offset` further on `axis`."""
+    h = buf.__chandle__()
+
+    def idx(indices):
+        out = list(indices)
+        out[axis] = out[axis] + offset
+        return out
+
+    def on_load(n):
+        return tirx.BufferLoad(big, idx(n.indices)) if n.source.__chandle__() == h else n
+
+    def on_store(n):
+        return tirx.BufferStore(big, n.value, idx(n.indices)) if n.buffer.__chandle__() == h else n
+
+    def on_region(n):
+        if n.source.__chandle__() != h:
+            return n
+        region = list(n.region)
+        region[axis] = ir.Range.from_min_extent(region[axis].min + offset, region[axis].extent)
+        return ir.TensorRegion(big, region, n.ty)
+
+    return tvm_ffi.structural_map(node, [(ir.expr.TensorLoad, on_load), (tirx.BufferStore, on_store),
+                                         (ir.TensorRegion, on_region)])
+
+
+def fuse_into_slices(funcs: list[tirx.PrimFunc], names: list[str], link: SliceLink,
+                     horizontal=None) -> tirx.PrimFunc:
+    """One PrimFunc computing every producer, each writing its slice of the concat's output
+    (its last parameter). `horizontal(funcs, names)`: the target's horizontal fusion (one
+    parallel loop shared by the producers, outputs last); where it refuses the producers, or
+    is None, their loops run one after the other."""
+    if horizontal is not None and len(funcs) > 1:
+        try:
+            fused = horizontal(funcs, names)
+        except FusionUnsupported:
+            fused = None
+        if fused is not None:
+            n = len(funcs)
+            outs = list(fused.params[-n:])
+            big = _concat_buffer(link, outs[0].dtype)
+            body = fused.body
+            for out, offset in zip(outs, link.offsets):
+                body = _into(body, out, big, link.axis, tirx.IntImm("int64", offset))
+            return tirx.PrimFunc(list(fused.params[:-n]) + [big], body, ret_type=fused.ret_type, attrs=fused.attrs)
+    parts = [root_parts(fresh_copy(f), n) for f, n in zip(funcs, names)]
+    big = _concat_buffer(link, parts[0].output.dtype)
+    bodies = [_into(p.body, p.output, big, link.axis, tirx.IntImm("int64", o))
+              for p, o in zip(parts, link.offsets)]
+    allocs = [a for p in parts for a in p.allocs]
+    root = SBlock([], [], [], "root", tirx.SeqStmt(bodies) if len(bodies) > 1 else bodies[0], None, allocs)
+    # opaque: a build that re-runs FuseOps (cuda's) must not merge it with a neighbour
+    attrs = tvm.ir.make_node("ir.DictAttrs", **{"tirx.is_scheduled": True, "tirx.noalias": True,
+                                                "op_pattern": OP_PATTERN_OPAQUE})
+    params = [p for part in parts for p in part.inputs] + [big]
+    return tirx.PrimFunc(params, SBlockRealize([], True, root), ret_type=funcs[0].ret_type, attrs=attrs)
+
+
+def _concat_buffer(link: SliceLink, dtype) -> ir.Var:
+    return tirx.decl_buffer([tirx.IntImm("int64", d) for d in link.out_shape], dtype, "T_concat")
+
+
+def propose_slices(scheduled, graph, kg: KernelGraph, start: int, model, chunks) -> list[FusionDecision]:
+    """Decisions d{start}.. for every concat kernel fed by kernels: proposed when each of
+    them can write into its slice, else listed rejected with the reason. `chunks(k)`: kernel
+    k's parallel chunks (for the utilisation figures)."""
+    mod = scheduled.module
+    decisions = []
+    for c, kc in enumerate(kg.kernels):
+        if not is_concat_func(mod[kc.func]):
+            continue
+        producers = sorted({s for s in kg.inputs_of[c] if isinstance(s, int)})
+        if not producers:
+            continue
+        ks = [*producers, c]
+        infos = [member_info(graph, kg, k, chunks) for k in ks]
+        members = tuple(MemberRef(m.kernel, m.func, m.ops, m.labels, m.signature, m.out_shape, m.flops, m.chunks)
+                        for m in infos)
+        status, reason, link = DecisionStatus.PROPOSED, "", None
+        try:
+            *pvars, cvar = member_vars(mod, ks)
+            link = slice_link(mod, pvars, cvar)
+        except FusionUnsupported as err:
+            status, reason = DecisionStatus.REJECTED, f"the producers cannot write into the slices: {err}"
+        kept = buffer_bytes(mod[kc.func].params[-1])  # the producers' outputs, as one tensor
+        work = [max(m.flops, 1.0) for m in infos]
+        busy = [max(m.chunks, 1) for m in infos]
+        # the producers' loops run as they did; the concat's copy (a read and a write of its
+        # output) and its launch are gone
+        gain = Gain(launches_saved=len(producers), parallel_regions_saved=1, member_chunks=tuple(busy),
+                    fused_chunks=max(busy[:-1]),
+                    utilisation_before=round(weighted_busy(work, busy, model.cores), 4),
+                    utilisation_after=round(weighted_busy(work[:-1], busy[:-1], model.cores), 4),
+                    estimated_us=round(model.launch_us * len(producers)
+                                       + (2 * kept / model.bytes_per_us if model.bytes_per_us else 0.0), 2),
+                    kept_bytes=kept)
+        name = lambda m: m.labels[0] if m.labels else m.func
+        evidence = Evidence(f"{' + '.join(name(m) for m in infos[:-1])} -> {name(infos[-1])}",
+                            tuple((k,) for k in ks), no_path=False, no_member_reads_another=False,
+                            launch_after=max(producers), first_consumer=c, reorder_needed=False,
+                            heterogeneous=len({m.signature for m in infos[:-1]}) > 1, slices=link)
+        decisions.append(FusionDecision(DecisionId(f"d{start + len(decisions)}"), DecisionKind.VERTICAL_SLICES,
+                                        0, members, gain, evidence, status, reason))
+    return decisions
