@@ -62,10 +62,13 @@ def _apply(plan: FusionPlan, approved, mod, ctx, layouts, oracle: "_Oracle | Non
         d.id: DecisionOutcome(d.id, DecisionResult.NOT_APPROVED, d.reason or "not approved")
         for d in plan.decisions if d not in approved}
 
+    partial: dict[str, str] = {}  # decision id -> which members an earlier decision took
+
     def fuse_or_reject(current, d: FusionDecision):
         """(module, fused kernel name), or None with the decision's result recorded."""
         try:
-            return _fuse(current, d, vars_of[d.id], ctx, layouts.get(d.id))
+            # a co-tuned layout is for all of a decision's members, not for the ones left
+            return _fuse(current, d, vars_of[d.id], ctx, None if d.id in partial else layouts.get(d.id))
         except BlockwiseError as err:
             results[d.id] = DecisionOutcome(d.id, DecisionResult.CODEGEN_REJECTED, str(err))
         except Exception as err:  # TVM errors: keep the first line
@@ -77,6 +80,14 @@ def _apply(plan: FusionPlan, approved, mod, ctx, layouts, oracle: "_Oracle | Non
     owner: dict[int, str] = {}  # kernel index -> the applied decision that fused it
     for d in application_order(approved):
         taken = sorted({owner[k] for k in d.kernels if k in owner}, key=lambda i: int(i[1:]))
+        rest = tuple(m for m in d.members if m.kernel not in owner)
+        if taken and not d.kind.vertical and len(rest) >= 2:
+            # parallel members stay parallel without the ones taken: fuse the others
+            partial[d.id] = (f"{len(d.members) - len(rest)} member(s) fused by {', '.join(taken)}; "
+                             f"the other {len(rest)} fused")
+            d = replace(d, members=rest)
+            vars_of[d.id] = member_vars(base, d.kernels)
+            taken = []
         if taken:
             results[d.id] = DecisionOutcome(d.id, DecisionResult.OVERLAPPED,
                                             f"its kernels were already fused by {', '.join(taken)} "
@@ -107,7 +118,8 @@ def _apply(plan: FusionPlan, approved, mod, ctx, layouts, oracle: "_Oracle | Non
             verified = f"{len(good)} decision(s) kept after one-by-one verification"
     kernels = _relist(fused, base, base_kernels)
     for d in kept:
-        results[d.id] = DecisionOutcome(d.id, DecisionResult.APPLIED, "", names[d.id], len(d.members), 1)
+        results[d.id] = DecisionOutcome(d.id, DecisionResult.APPLIED, partial.get(d.id, ""), names[d.id],
+                                        len(d.members), 1)
     outcome = PlanOutcome(tuple(results[d.id] for d in plan.decisions), len(base_kernels), len(kernels),
                           verified)
     if kept:
