@@ -145,13 +145,13 @@ def test_pack_fire_module_every_variant_and_sizes(llvm_payload):
 
 def test_pack_no_decision_of_a_kind_is_recorded_not_packed(tmp_path):
     out = tmp_path / "payload"
-    proc = _pack(out, "--target", "llvm", "--no-runtime", "--models", "inception_block",
+    proc = _pack(out, "--target", "llvm", "--no-runtime", "--models", "lstm_block",
                  "--variants", "base,block,both,parallel")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [entry] = json.loads((out / "manifest.json").read_text())["models"]
     v = entry["variants"]
     assert list(v) == ["base", "parallel", "block", "both"]  # the pack's own order
-    assert v["block"] == {"status": "no decision of this kind"}  # inception_block: no one-to-one map
+    assert v["block"] == {"status": "no decision of this kind"}  # lstm_block: its gates are parallel only
     assert v["both"]["status"] == "same_as" and v["both"]["same_as"] == "parallel"
     assert sorted(p.name for p in (out / entry["dir"]).glob("*.so.gz")) == ["base.so.gz", "parallel.so.gz"]
 

@@ -57,6 +57,10 @@ def test_groups_are_antichains(proposals):
         for d in p.plan.decisions:
             if not d.kind.vertical:
                 assert p.graph.independent(d.kernels)
+            elif d.kind is DecisionKind.VERTICAL_SLICES:  # a concat's producers, and the concat
+                *producers, concat = d.kernels
+                assert set(producers) <= set(p.graph.producers(concat))
+                assert d.status is DecisionStatus.REJECTED or p.graph.independent(producers)
             else:  # a producer and its consumer, joined by no other path
                 prod, cons = d.kernels
                 assert prod in p.graph.producers(cons) and (d.evidence.link or d.evidence.rows) is not None
