@@ -46,8 +46,8 @@ def test_producers_run_one_after_the_other_when_not_fused_horizontally(monkeypat
     """The fallback: each producer's own loops in turn, each writing its slice."""
     llvm = targets.get_target("llvm")
     codegen = llvm.fusion.__class__(**{**llvm.fusion.__dict__,
-                                       "fuse_slices": lambda funcs, names, link, target:
-                                       fuse_into_slices(funcs, names, link)})
+                                       "fuse_slices": lambda funcs, names, concat, link, target:
+                                       fuse_into_slices(funcs, names, concat, link)})
     monkeypatch.setitem(targets.TARGETS, "llvm", llvm.__class__(**{**llvm.__dict__, "fusion": codegen}))
     session = Session("inception_block")
     plan = session.propose("llvm").plan
@@ -58,22 +58,27 @@ def test_producers_run_one_after_the_other_when_not_fused_horizontally(monkeypat
     assert [o.result for o in result.fusion.decisions if o.id == d.id] == [DecisionResult.APPLIED]
 
 
-def _two_convs(tmp_path, extra_reader: bool):
-    """x -> conv a, x -> conv b, concat(a, b) on channels; with `extra_reader`, a is also
-    an output of the model (a second reader)."""
+def _two_convs(tmp_path, extra_reader: bool, relu: bool = False, bias: bool = True):
+    """x -> conv a, x -> conv b, concat(a, b) on channels (then a relu, which FuseOps puts in
+    the concat's kernel, with `relu`); with `extra_reader`, a is also an output of the model
+    (a second reader)."""
     rng = np.random.default_rng(0)
     w1 = numpy_helper.from_array(rng.standard_normal((4, 3, 1, 1)).astype(np.float32), "w1")
     w2 = numpy_helper.from_array(rng.standard_normal((6, 3, 3, 3)).astype(np.float32), "w2")
-    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="conv_a"),
-             helper.make_node("Conv", ["x", "w2"], ["b"], name="conv_b", pads=[1, 1, 1, 1]),
-             helper.make_node("Concat", ["a", "b"], ["y"], name="cat", axis=1)]
+    b1 = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b1")
+    b2 = numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b2")
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"][:3 if bias else 2], ["a"], name="conv_a"),
+             helper.make_node("Conv", ["x", "w2", "b2"][:3 if bias else 2], ["b"], name="conv_b", pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["a", "b"], ["c" if relu else "y"], name="cat", axis=1)]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["y"], name="relu"))
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10, 8, 8])]
     if extra_reader:
         nodes.append(helper.make_node("Relu", ["a"], ["r"], name="relu_a"))
         outputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 4, 8, 8]))
     graph = helper.make_graph(nodes, "two_convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                              outputs, [w1, w2])
-    path = tmp_path / f"two_convs_{int(extra_reader)}.onnx"
+                              outputs, [w1, w2, b1, b2] if bias else [w1, w2])
+    path = tmp_path / f"two_convs_{int(extra_reader)}{int(relu)}{int(bias)}.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
     return str(path)
 
@@ -89,3 +94,47 @@ def test_a_producer_read_elsewhere_keeps_the_copy(tmp_path, extra_reader):
         result = session.compile(CompileOptions(plan=session.propose("llvm").plan.with_approval(d.id),
                                                 timing=False))
         assert result.verification.passed and result.launches == 1
+
+
+def test_the_concat_epilogue_is_applied_as_the_producers_write(tmp_path):
+    session = Session(_two_convs(tmp_path, False, relu=True))
+    plan = session.propose("llvm").plan
+    (d,) = _slices(plan)
+    assert d.status is DecisionStatus.PROPOSED and "T.max(x" in d.evidence.slices.epilogue
+    result = session.compile(CompileOptions(plan=plan.with_approval(d.id), timing=False))
+    assert result.verification.passed and result.launches == 1  # the relu's negatives were there to clip
+
+
+def test_an_epilogue_is_not_applied_to_a_producer_that_reads_its_output_back(tmp_path):
+    # without a bias, the 3x3 conv's schedule accumulates in its output buffer: a relu applied
+    # on every store would clip partial sums
+    (d,) = _slices(Session(_two_convs(tmp_path, False, relu=True, bias=False)).propose("llvm").plan)
+    assert d.status is DecisionStatus.REJECTED and "reads its output back" in d.reason
+
+
+def _select(reverse: bool):
+    from tvm.script import tirx as T
+
+    @T.prim_func(private=True, s_tir=True)
+    def select(a: T.Buffer((4,), "float32"), b: T.Buffer((4,), "float32"), out: T.Buffer((8,), "float32")):
+        for i in range(8):
+            with T.sblock("T_concat"):
+                vi = T.axis.spatial(8, i)
+                out[vi] = T.if_then_else(4 <= vi, b[vi - 4], a[vi])
+
+    @T.prim_func(private=True, s_tir=True)
+    def reversed_select(a: T.Buffer((4,), "float32"), b: T.Buffer((4,), "float32"),
+                        out: T.Buffer((8,), "float32")):
+        for i in range(8):
+            with T.sblock("T_concat"):
+                vi = T.axis.spatial(8, i)
+                out[vi] = T.if_then_else(4 <= vi, b[7 - vi], a[vi])
+
+    return reversed_select if reverse else select
+
+
+def test_only_a_true_concatenation_is_a_concat_kernel():
+    from engine.parallel.slices import concat_epilogue
+
+    assert concat_epilogue(_select(reverse=False)).identity
+    assert concat_epilogue(_select(reverse=True)) is None  # right shapes, but b is read reversed

@@ -192,7 +192,7 @@ def _fuse(mod, d: FusionDecision, members, ctx, layout):
         if codegen.fuse_slices is None:
             raise BlockwiseError(f"{d.id}: writing into a concat's slices is not implemented for {codegen.target}")
         link = slice_link(mod, members[:-1], members[-1])  # on the module as it is now
-        prim = codegen.fuse_slices([mod[f] for f in funcs[:-1]], funcs[:-1], link, ctx.target)
+        prim = codegen.fuse_slices([mod[f] for f in funcs[:-1]], funcs[:-1], mod[funcs[-1]], link, ctx.target)
         name, written = f"sfused_{d.id}", (len(members) - 1,)  # only the concat's output exists
     else:
         prim = codegen.fuse([mod[f] for f in funcs], funcs, ctx.target, layout)

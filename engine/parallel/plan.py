@@ -167,11 +167,13 @@ class SliceLink:
     offsets: tuple[int, ...]
     extents: tuple[int, ...]
     out_shape: tuple[int, ...]
+    epilogue: str = ""  # what the concat kernel applies to each element (FuseOps' relu), "" if nothing
 
     def describe(self) -> str:
         parts = ", ".join(f"[{o}, {o + e})" for o, e in zip(self.offsets, self.extents))
+        then = f", each value through the concat's epilogue {self.epilogue}" if self.epilogue else ""
         return (f"one-to-one into slices of axis {self.axis} of {list(self.out_shape)}: the producers "
-                f"write {parts} in place; the concat's copy is not launched")
+                f"write {parts} in place{then}; the concat's copy is not launched")
 
 
 @dataclass(frozen=True)

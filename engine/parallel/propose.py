@@ -94,8 +94,9 @@ def propose(session, target: str = "llvm", arch: str | None = None) -> Proposal:
     for group in groups:
         for stage in group.stages:
             decisions.append(_decision(f"d{len(decisions)}", group, stage, fit, model, launch))
-    slices = propose_slices(scheduled, session.graph, kg, len(decisions), model,
-                            lambda k: fit(k)[0]) if codegen.fuse_slices is not None else []
+    slices = [] if codegen.fuse_slices is None else propose_slices(
+        scheduled, session.graph, kg, len(decisions), model, lambda k: fit(k)[0],
+        lambda funcs, names, concat, link: codegen.fuse_slices(funcs, names, concat, link, tvm_target))
     block = propose_vertical(scheduled, session.graph, kg, codegen,
                              lambda k: fit(k)[0] > 0 and vertical_ok(k), len(decisions), model,
                              tvm_target, launch)

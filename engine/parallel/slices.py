@@ -13,9 +13,11 @@ output's accesses move to the slice (index + offset on the concat axis).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import tvm
 import tvm_ffi
-from tvm import ir, relax, tirx
+from tvm import ir, relax, sym, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 
 from engine.parallel.detection import member_info
@@ -24,7 +26,8 @@ from engine.parallel.kernel_graph import KernelGraph, alias_roots, call_args, is
 from engine.parallel.plan import (DecisionId, DecisionKind, DecisionStatus, Evidence, FusionDecision, Gain,
                                   MemberRef, SliceLink)
 from engine.parallel.relax_rewrite import member_vars
-from engine.parallel.tir_util import OP_PATTERN_OPAQUE, FusionUnsupported, buffer_bytes, fresh_copy, root_parts
+from engine.parallel.tir_util import (OP_PATTERN_OPAQUE, FusionUnsupported, buffer_bytes, count, fresh_copy,
+                                      root_parts, substitute)
 
 
 def _static(shape) -> tuple[int, ...] | None:
@@ -45,13 +48,82 @@ def concat_axis(in_shapes: list[tuple[int, ...]], out_shape: tuple[int, ...]) ->
     return None
 
 
-def is_concat_func(func: tirx.PrimFunc) -> bool:
-    """A PrimFunc that is a legalized concatenate: one computing block, named T_concat,
-    storing loads of its inputs."""
+@dataclass(frozen=True, eq=False)
+class Epilogue:
+    """What a concat kernel stores for each joined input element x: `expr` over `x` (x itself
+    for a plain concat, max(x, 0) for a concat that FuseOps fused with a relu)."""
+
+    x: tirx.Var
+    expr: tirx.PrimExpr
+
+    @property
+    def identity(self) -> bool:
+        return self.expr.same_as(self.x)
+
+    def apply(self, value: tirx.PrimExpr) -> tirx.PrimExpr:
+        return value if self.identity else substitute(self.expr, {self.x.__chandle__(): value})
+
+
+def _leaves(expr) -> list:
+    """The values an if_then_else chain selects among (the expression itself otherwise)."""
+    if isinstance(expr, ir.Call) and str(expr.op.name).endswith("if_then_else"):
+        return _leaves(expr.args[1]) + _leaves(expr.args[2])
+    return [expr]
+
+
+def _selects_slices(func: tirx.PrimFunc, store, leaves) -> bool:
+    """Each selected load reads its input at the stored index, less the input's offset on
+    the concat axis (inputs in parameter order): a concatenation, not some other select."""
+    shapes = [_static(p.shape) for p in func.params]
+    if None in shapes:
+        return False
+    axis = concat_axis(shapes[:-1], shapes[-1])
+    if axis is None:
+        return False
+    offsets, at = {}, 0
+    for p, shape in zip(func.params[:-1], shapes[:-1]):
+        offsets[p.__chandle__()] = at
+        at += shape[axis]
+    analyzer = sym.Analyzer()
+    for leaf in leaves:
+        shift = offsets[leaf.source.__chandle__()]
+        for d, (got, at_out) in enumerate(zip(leaf.indices, store.indices)):
+            want = at_out - shift if d == axis and shift else at_out
+            if not analyzer.can_prove_equal(got, want):
+                return False
+    return True
+
+
+def concat_epilogue(func: tirx.PrimFunc) -> Epilogue | None:
+    """The epilogue of a concat kernel: one computing block storing an elementwise function
+    of the if_then_else chain that selects among loads of each of its inputs; None when
+    `func` is not such a kernel."""
     blocks: list = []
     tvm_ffi.structural_walk(func.body, (SBlock, lambda b: blocks.append(b)), order="pre")
     compute = [b for b in blocks if len(b.iter_vars)]
-    return len(compute) == 1 and compute[0].name_hint.startswith("T_concat")
+    if len(compute) != 1 or not isinstance(compute[0].body, tirx.BufferStore) or len(func.params) < 3:
+        return None
+    store = compute[0].body
+    if not store.buffer.same_as(func.params[-1]):
+        return None
+    calls: list = []
+    tvm_ffi.structural_walk(store.value, (ir.Call, calls.append), order="pre")
+    joins = [c for c in calls if str(c.op.name).endswith("if_then_else")]
+    if not joins:
+        return None
+    join = joins[0]  # pre-order: the outermost
+    leaves = _leaves(join)
+    inputs = {p.__chandle__() for p in func.params[:-1]}
+    sources = [leaf.source.__chandle__() if isinstance(leaf, ir.expr.TensorLoad) else None for leaf in leaves]
+    if sorted(x for x in sources if x is not None) != sorted(inputs) or None in sources:
+        return None
+    if not _selects_slices(func, store, leaves):
+        return None
+    x = tirx.Var("x", store.value.ty)
+    expr = tvm_ffi.structural_map(store.value, (ir.Call, lambda c: x if c.same_as(join) else c))
+    if count(expr, ir.expr.TensorLoad):  # it reads something besides the joined element
+        return None
+    return Epilogue(x, expr)
 
 
 def slice_link(mod: tvm.IRModule, producers: list[relax.Var], concat: relax.Var) -> SliceLink:
@@ -62,7 +134,8 @@ def slice_link(mod: tvm.IRModule, producers: list[relax.Var], concat: relax.Var)
     value = {key(b.var): b.value for b in bindings}
     roots = alias_roots(bindings)
     call = value.get(key(concat))
-    if not is_call_tir(call) or not is_concat_func(mod[call.args[0].name_hint]):
+    epilogue = concat_epilogue(mod[call.args[0].name_hint]) if is_call_tir(call) else None
+    if epilogue is None:
         raise FusionUnsupported("the consumer is not a concat kernel")
     args = call_args(call)
     made = [roots.get(key(a), key(a)) if isinstance(a, relax.Var) else None for a in args]
@@ -98,12 +171,19 @@ def slice_link(mod: tvm.IRModule, producers: list[relax.Var], concat: relax.Var)
         at += s[axis]
     order = [key(p) for p in producers]
     extents = {m: s[axis] for m, s in zip(made, in_shapes)}
-    return SliceLink(axis, tuple(offsets[k] for k in order), tuple(extents[k] for k in order), out_shape)
+    return SliceLink(axis, tuple(offsets[k] for k in order), tuple(extents[k] for k in order), out_shape,
+                     "" if epilogue.identity else str(epilogue.expr))
 
 
-def _into(node, buf: ir.Var, big: ir.Var, axis: int, offset: int):
-    """`node` with every access of `buf` moved to `big`, `offset` further on `axis`."""
+def _into(node, buf: ir.Var, big: ir.Var, axis: int, offset: int, epilogue: Epilogue | None = None):
+    """`node` with every access of `buf` moved to `big`, `offset` further on `axis`, each
+    stored value passed through `epilogue` (the concat's own, e.g. a relu)."""
     h = buf.__chandle__()
+    if epilogue is not None and not epilogue.identity and count(
+            node, ir.expr.TensorLoad, lambda n: n.source.__chandle__() == h):
+        raise FusionUnsupported(f"{buf.name}: the producer reads its output back, so the concat's "
+                                f"epilogue cannot be applied as it writes")
+    finish = epilogue.apply if epilogue is not None else (lambda v: v)
 
     def idx(indices):
         out = list(indices)
@@ -114,7 +194,7 @@ def _into(node, buf: ir.Var, big: ir.Var, axis: int, offset: int):
         return tirx.BufferLoad(big, idx(n.indices)) if n.source.__chandle__() == h else n
 
     def on_store(n):
-        return tirx.BufferStore(big, n.value, idx(n.indices)) if n.buffer.__chandle__() == h else n
+        return tirx.BufferStore(big, finish(n.value), idx(n.indices)) if n.buffer.__chandle__() == h else n
 
     def on_region(n):
         if n.source.__chandle__() != h:
@@ -127,12 +207,16 @@ def _into(node, buf: ir.Var, big: ir.Var, axis: int, offset: int):
                                          (ir.TensorRegion, on_region)])
 
 
-def fuse_into_slices(funcs: list[tirx.PrimFunc], names: list[str], link: SliceLink,
+def fuse_into_slices(funcs: list[tirx.PrimFunc], names: list[str], concat: tirx.PrimFunc, link: SliceLink,
                      horizontal=None) -> tirx.PrimFunc:
-    """One PrimFunc computing every producer, each writing its slice of the concat's output
-    (its last parameter). `horizontal(funcs, names)`: the target's horizontal fusion (one
-    parallel loop shared by the producers, outputs last); where it refuses the producers, or
-    is None, their loops run one after the other."""
+    """One PrimFunc computing every producer, each writing its slice of the output of
+    `concat` (the concat kernel; its last parameter), through the concat's epilogue.
+    `horizontal(funcs, names)`: the target's horizontal fusion (one parallel loop shared by
+    the producers, outputs last); where it refuses the producers, or is None, their loops run
+    one after the other."""
+    epilogue = concat_epilogue(concat)
+    if epilogue is None:
+        raise FusionUnsupported("the consumer is not a concat kernel")
     if horizontal is not None and len(funcs) > 1:
         try:
             fused = horizontal(funcs, names)
@@ -144,11 +228,11 @@ def fuse_into_slices(funcs: list[tirx.PrimFunc], names: list[str], link: SliceLi
             big = _concat_buffer(link, outs[0].dtype)
             body = fused.body
             for out, offset in zip(outs, link.offsets):
-                body = _into(body, out, big, link.axis, tirx.IntImm("int64", offset))
+                body = _into(body, out, big, link.axis, tirx.IntImm("int64", offset), epilogue)
             return tirx.PrimFunc(list(fused.params[:-n]) + [big], body, ret_type=fused.ret_type, attrs=fused.attrs)
     parts = [root_parts(fresh_copy(f), n) for f, n in zip(funcs, names)]
     big = _concat_buffer(link, parts[0].output.dtype)
-    bodies = [_into(p.body, p.output, big, link.axis, tirx.IntImm("int64", o))
+    bodies = [_into(p.body, p.output, big, link.axis, tirx.IntImm("int64", o), epilogue)
               for p, o in zip(parts, link.offsets)]
     allocs = [a for p in parts for a in p.allocs]
     root = SBlock([], [], [], "root", tirx.SeqStmt(bodies) if len(bodies) > 1 else bodies[0], None, allocs)
@@ -163,14 +247,15 @@ def _concat_buffer(link: SliceLink, dtype) -> ir.Var:
     return tirx.decl_buffer([tirx.IntImm("int64", d) for d in link.out_shape], dtype, "T_concat")
 
 
-def propose_slices(scheduled, graph, kg: KernelGraph, start: int, model, chunks) -> list[FusionDecision]:
+def propose_slices(scheduled, graph, kg: KernelGraph, start: int, model, chunks, fuse) -> list[FusionDecision]:
     """Decisions d{start}.. for every concat kernel fed by kernels: proposed when each of
     them can write into its slice, else listed rejected with the reason. `chunks(k)`: kernel
-    k's parallel chunks (for the utilisation figures)."""
+    k's parallel chunks (for the utilisation figures); `fuse(funcs, names, concat, link)`:
+    the target's code generator, run once here as a dry run."""
     mod = scheduled.module
     decisions = []
     for c, kc in enumerate(kg.kernels):
-        if not is_concat_func(mod[kc.func]):
+        if concat_epilogue(mod[kc.func]) is None:
             continue
         producers = sorted({s for s in kg.inputs_of[c] if isinstance(s, int)})
         if not producers:
@@ -183,6 +268,8 @@ def propose_slices(scheduled, graph, kg: KernelGraph, start: int, model, chunks)
         try:
             *pvars, cvar = member_vars(mod, ks)
             link = slice_link(mod, pvars, cvar)
+            names = [kg.kernels[k].func for k in producers]
+            fuse([mod[n] for n in names], names, mod[kc.func], link)
         except FusionUnsupported as err:
             status, reason = DecisionStatus.REJECTED, f"the producers cannot write into the slices: {err}"
         kept = buffer_bytes(mod[kc.func].params[-1])  # the producers' outputs, as one tensor

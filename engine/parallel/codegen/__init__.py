@@ -4,7 +4,7 @@
     codegen.fuse(funcs, names, target, layout) -> one horizontally fused PrimFunc
     codegen.vertical(producer, consumer, ...)  -> one block-level fused PrimFunc (where supported)
     codegen.rows.link / .fuse                  -> row-band fusion (engine.parallel.codegen.cpu_rows)
-    codegen.fuse_slices(funcs, names, link, target) -> producers writing a concat's slices (where supported)
+    codegen.fuse_slices(funcs, names, concat, link, target) -> producers writing a concat's slices
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ class FusionCodegen:
     # the target has no launch shape to report
     launch_shape: Callable[[list, list, object, object], object] | None = None
     rows: RowFusion | None = None  # None: no row-band fusion for this target
-    # (producer funcs, names, plan.SliceLink, target) -> one PrimFunc writing the concat's output;
-    # None: not for this target
-    fuse_slices: Callable[[list, list, object, object], tirx.PrimFunc] | None = None
+    # (producer funcs, names, concat func, plan.SliceLink, target) -> one PrimFunc writing the
+    # concat's output; None: not for this target
+    fuse_slices: Callable[[list, list, tirx.PrimFunc, object, object], tirx.PrimFunc] | None = None
 
     @property
     def fuses_vertically(self) -> bool:
@@ -93,10 +93,10 @@ def _vertical_gpu(producer, consumer, names, link, target=None):
     return gpu_vertical.fuse_vertical_gpu(producer, consumer, names, link, **_gpu_limits(target))
 
 
-def _slices_cpu(funcs, names, link, target):
+def _slices_cpu(funcs, names, concat, link, target):
     # the producers share one parallel loop (horizontal fusion) where the CPU code generator
     # takes them, each writing its slice of the concat
-    return slices.fuse_into_slices(funcs, names, link, lambda fs, ns: _fuse_cpu(fs, ns, target))
+    return slices.fuse_into_slices(funcs, names, concat, link, lambda fs, ns: _fuse_cpu(fs, ns, target))
 
 
 CPU_ROWS = RowFusion(
