@@ -138,3 +138,13 @@ def test_only_a_true_concatenation_is_a_concat_kernel():
 
     assert concat_epilogue(_select(reverse=False)).identity
     assert concat_epilogue(_select(reverse=True)) is None  # right shapes, but b is read reversed
+
+
+def test_cuda_producers_share_one_launch_and_verify_in_emulation():
+    session = Session("fire_module")
+    plan = session.propose("cuda").plan
+    (d,) = _slices(plan)
+    assert d.status is DecisionStatus.PROPOSED and d.gain.threads_per_block > 0  # the fused launch's facts
+    result = session.compile(CompileOptions(target="cuda", plan=plan.with_approval(d.id), timing=False))
+    assert result.verification.passed and result.ran_on == "host emulation"
+    assert (result.fusion.launches_before, result.fusion.launches_after) == (4, 2)

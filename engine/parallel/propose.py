@@ -96,7 +96,8 @@ def propose(session, target: str = "llvm", arch: str | None = None) -> Proposal:
             decisions.append(_decision(f"d{len(decisions)}", group, stage, fit, model, launch))
     slices = [] if codegen.fuse_slices is None else propose_slices(
         scheduled, session.graph, kg, len(decisions), model, lambda k: fit(k)[0],
-        lambda funcs, names, concat, link: codegen.fuse_slices(funcs, names, concat, link, tvm_target))
+        lambda funcs, names, concat, link: codegen.fuse_slices(funcs, names, concat, link, tvm_target),
+        launch)
     block = propose_vertical(scheduled, session.graph, kg, codegen,
                              lambda k: fit(k)[0] > 0 and vertical_ok(k), len(decisions), model,
                              tvm_target, launch)

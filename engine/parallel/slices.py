@@ -208,12 +208,12 @@ def _into(node, buf: ir.Var, big: ir.Var, axis: int, offset: int, epilogue: Epil
 
 
 def fuse_into_slices(funcs: list[tirx.PrimFunc], names: list[str], concat: tirx.PrimFunc, link: SliceLink,
-                     horizontal=None) -> tirx.PrimFunc:
+                     horizontal=None, in_turn: bool = True) -> tirx.PrimFunc:
     """One PrimFunc computing every producer, each writing its slice of the output of
     `concat` (the concat kernel; its last parameter), through the concat's epilogue.
     `horizontal(funcs, names)`: the target's horizontal fusion (one parallel loop shared by
     the producers, outputs last); where it refuses the producers, or is None, their loops run
-    one after the other."""
+    one after the other (`in_turn`; else the refusal stands)."""
     epilogue = concat_epilogue(concat)
     if epilogue is None:
         raise FusionUnsupported("the consumer is not a concat kernel")
@@ -221,6 +221,8 @@ def fuse_into_slices(funcs: list[tirx.PrimFunc], names: list[str], concat: tirx.
         try:
             fused = horizontal(funcs, names)
         except FusionUnsupported:
+            if not in_turn:
+                raise
             fused = None
         if fused is not None:
             n = len(funcs)
@@ -247,11 +249,13 @@ def _concat_buffer(link: SliceLink, dtype) -> ir.Var:
     return tirx.decl_buffer([tirx.IntImm("int64", d) for d in link.out_shape], dtype, "T_concat")
 
 
-def propose_slices(scheduled, graph, kg: KernelGraph, start: int, model, chunks, fuse) -> list[FusionDecision]:
+def propose_slices(scheduled, graph, kg: KernelGraph, start: int, model, chunks, fuse,
+                   launch=lambda ks: None) -> list[FusionDecision]:
     """Decisions d{start}.. for every concat kernel fed by kernels: proposed when each of
     them can write into its slice, else listed rejected with the reason. `chunks(k)`: kernel
     k's parallel chunks (for the utilisation figures); `fuse(funcs, names, concat, link)`:
-    the target's code generator, run once here as a dry run."""
+    the target's code generator, run once here as a dry run; `launch(kernels)`: the launch
+    facts of the producers fused (engine.parallel.propose; None where the target has none)."""
     mod = scheduled.module
     decisions = []
     for c, kc in enumerate(kg.kernels):
@@ -289,6 +293,11 @@ def propose_slices(scheduled, graph, kg: KernelGraph, start: int, model, chunks,
                             tuple((k,) for k in ks), no_path=False, no_member_reads_another=False,
                             launch_after=max(producers), first_consumer=c, reorder_needed=False,
                             heterogeneous=len({m.signature for m in infos[:-1]}) > 1, slices=link)
+        if status is DecisionStatus.PROPOSED:
+            try:
+                gain = gain.with_launch(launch(producers))
+            except FusionUnsupported as err:
+                status, reason = DecisionStatus.REJECTED, f"the code generator refuses the producers: {err}"
         decisions.append(FusionDecision(DecisionId(f"d{start + len(decisions)}"), DecisionKind.VERTICAL_SLICES,
                                         0, members, gain, evidence, status, reason))
     return decisions

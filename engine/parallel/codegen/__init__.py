@@ -99,6 +99,13 @@ def _slices_cpu(funcs, names, concat, link, target):
     return slices.fuse_into_slices(funcs, names, concat, link, lambda fs, ns: _fuse_cpu(fs, ns, target))
 
 
+def _slices_gpu(funcs, names, concat, link, target):
+    # one launch whose blocks are partitioned among the producers (horizontal fusion), each
+    # writing its slice; where that fusion refuses them there is no fallback
+    return slices.fuse_into_slices(funcs, names, concat, link, lambda fs, ns: _fuse_gpu(fs, ns, target),
+                                   in_turn=False)
+
+
 CPU_ROWS = RowFusion(
     lambda p, c, names, param, target: cpu_rows.row_link(p, c, names, param, num_cores(target)),
     lambda p, c, names, link, target: cpu_rows.fuse_rows_cpu(p, c, names, link.consumer_param, link.tasks,
@@ -109,4 +116,4 @@ CPU_CODEGEN = FusionCodegen("llvm", "parallel chunks", cpu.cpu_member, _fuse_cpu
 GPU_CODEGEN = FusionCodegen("cuda", "thread blocks", gpu.gpu_member, _fuse_gpu,
                             fuse_vertical=_vertical_gpu,
                             vertical_member=gpu_vertical.vertical_member_reason,
-                            launch_shape=_gpu_launch_shape)
+                            launch_shape=_gpu_launch_shape, fuse_slices=_slices_gpu)
