@@ -69,7 +69,9 @@ def inception_block_cuda():
     from engine.tuning.options import TuneOptions
 
     session = Session("inception_block")
-    plan = session.propose("cuda").plan.with_approval("all")
+    proposed = session.propose("cuda").plan
+    # the co-tuned groups: the two branch stages (a slice decision would take the second)
+    plan = proposed.with_approval(",".join(d.id for d in proposed.decisions if not d.kind.vertical))
     return session.compile(CompileOptions(target="cuda", plan=plan, runs=3,
                                           tuning=TuneOptions(trials=0, cotune_trials=16)))
 
