@@ -126,10 +126,11 @@ def concat_epilogue(func: tirx.PrimFunc) -> Epilogue | None:
     return Epilogue(x, expr)
 
 
-def slice_link(mod: tvm.IRModule, producers: list[relax.Var], concat: relax.Var) -> SliceLink:
-    """Why the producers can write into `concat`'s slices; FusionUnsupported (one line) when
-    they cannot: every argument of the concat must be one of them, each read by the concat
-    only, with one output."""
+def slice_link(mod: tvm.IRModule, producers: list[relax.Var], concat: relax.Var,
+               labels: list[str] | None = None) -> SliceLink:
+    """Why the producers can write into `concat`'s slices; FusionUnsupported (one line, naming
+    a producer by its entry in `labels`, else its Var) when they cannot: every argument of the
+    concat must be one of them, each read by the concat only, with one output."""
     bindings = main_bindings(mod)
     value = {key(b.var): b.value for b in bindings}
     roots = alias_roots(bindings)
@@ -149,15 +150,15 @@ def slice_link(mod: tvm.IRModule, producers: list[relax.Var], concat: relax.Var)
         for v in relax.analysis.free_vars(b.value):
             r = roots.get(key(v), key(v))
             uses[r] = uses.get(r, 0) + 1
-    for v in mod["main"].body.body if isinstance(mod["main"].body.body, relax.Tuple) else [mod["main"].body.body]:
-        for fv in relax.analysis.free_vars(v):
-            r = roots.get(key(fv), key(fv))
-            uses[r] = uses.get(r, 0) + 1
-    for p in producers:
+    for v in relax.analysis.free_vars(mod["main"].body.body):  # the model's outputs
+        r = roots.get(key(v), key(v))
+        uses[r] = uses.get(r, 0) + 1
+    for i, p in enumerate(producers):
+        name = labels[i] if labels else p.name
         if not is_call_tir(value.get(key(p))) or isinstance(p.ty, relax.TupleType):
-            raise FusionUnsupported(f"{p.name} is not a one-output kernel call")
+            raise FusionUnsupported(f"{name} is not a one-output kernel call")
         if uses.get(key(p), 0) != 1:
-            raise FusionUnsupported(f"{p.name} is read by more than the concat")
+            raise FusionUnsupported(f"{name} is read by more than the concat")
     in_shapes = [_static(a.ty.shape) for a in args]
     out_shape = _static(concat.ty.shape)
     if out_shape is None or None in in_shapes:
@@ -268,10 +269,11 @@ def propose_slices(scheduled, graph, kg: KernelGraph, start: int, model, chunks,
         infos = [member_info(graph, kg, k, chunks) for k in ks]
         members = tuple(MemberRef(m.kernel, m.func, m.ops, m.labels, m.signature, m.out_shape, m.flops, m.chunks)
                         for m in infos)
+        name = lambda m: m.labels[0] if m.labels else m.func
         status, reason, link = DecisionStatus.PROPOSED, "", None
         try:
             *pvars, cvar = member_vars(mod, ks)
-            link = slice_link(mod, pvars, cvar)
+            link = slice_link(mod, pvars, cvar, [name(m) for m in infos[:-1]])
             names = [kg.kernels[k].func for k in producers]
             fuse([mod[n] for n in names], names, mod[kc.func], link)
         except FusionUnsupported as err:
@@ -288,7 +290,6 @@ def propose_slices(scheduled, graph, kg: KernelGraph, start: int, model, chunks,
                     estimated_us=round(model.launch_us * len(producers)
                                        + (2 * kept / model.bytes_per_us if model.bytes_per_us else 0.0), 2),
                     kept_bytes=kept)
-        name = lambda m: m.labels[0] if m.labels else m.func
         evidence = Evidence(f"{' + '.join(name(m) for m in infos[:-1])} -> {name(infos[-1])}",
                             tuple((k,) for k in ks), no_path=False, no_member_reads_another=False,
                             launch_after=max(producers), first_consumer=c, reorder_needed=False,
