@@ -170,7 +170,10 @@ def _alternating(model, inputs: dict, fns: dict[str, object], runs: int) -> dict
 
     samples: dict[str, list[float]] = {ORT: [], **{k: [] for k in fns}}
     share = max(1, -(-runs // TURNS))
-    rounds = max(1, 5 // TURNS)
+    # one sample per configuration per round: a slow period starting mid-turn then falls on
+    # all our builds alike (with 8 samples each in a row, squeezenet's block fusion got 15 of
+    # its 32 samples in one and plain blockwise 8: 1.00x, where both periods said 0.84-0.94x)
+    rounds = share
     for _ in range(TURNS):
         sess = onnxruntime_session(model.proto.SerializeToString(), threads=THREADS)
         time.sleep(1.0)
