@@ -148,3 +148,40 @@ def test_cuda_producers_share_one_launch_and_verify_in_emulation():
     result = session.compile(CompileOptions(target="cuda", plan=plan.with_approval(d.id), timing=False))
     assert result.verification.passed and result.ran_on == "host emulation"
     assert (result.fusion.launches_before, result.fusion.launches_after) == (4, 2)
+
+
+def _shuffled(tmp_path):
+    """conv -> channel shuffle (reshape, transpose, reshape: groups of 2) -> conv."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 8, 1, 1)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b1"),
+             numpy_helper.from_array(rng.standard_normal((8, 8, 1, 1)).astype(np.float32), "w2"),
+             numpy_helper.from_array(np.array([1, 2, 4, 6, 6], np.int64), "s5"),
+             numpy_helper.from_array(np.array([1, 8, 6, 6], np.int64), "s4")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["a"], name="conv_a"),
+             helper.make_node("Reshape", ["a", "s5"], ["r"], name="view"),
+             helper.make_node("Transpose", ["r"], ["t"], name="shuffle", perm=[0, 2, 1, 3, 4]),
+             helper.make_node("Reshape", ["t", "s4"], ["s"], name="view_back"),
+             helper.make_node("Conv", ["s", "w2"], ["y"], name="conv_b")]
+    graph = helper.make_graph(nodes, "shuffle", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 6, 6])], inits)
+    path = tmp_path / "shuffle.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    return str(path)
+
+
+def test_a_channel_shuffle_is_written_in_shuffled_order(tmp_path):
+    session = Session(_shuffled(tmp_path))
+    plan = session.propose("llvm").plan
+    (d,) = _slices(plan)
+    assert d.status is DecisionStatus.PROPOSED and len(d.members) == 2
+    link = d.evidence.slices
+    assert link.axis == 1 and link.permutation == "j % 4 * 2 + j // 4"  # channel j of conv_a goes there
+    result = session.compile(CompileOptions(plan=plan.with_approval(d.id), timing=False))
+    assert result.verification.passed
+    assert (result.fusion.launches_before, result.fusion.launches_after) == (3, 2)
+    assert not any("transpose" in k.func for k in result.kernels)
+
+
+def test_a_transpose_of_several_axes_is_not_a_permuting_copy():
+    assert not _slices(Session("mha_block").propose("llvm").plan)  # its heads' reshape-transposes

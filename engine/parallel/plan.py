@@ -168,10 +168,15 @@ class SliceLink:
     extents: tuple[int, ...]
     out_shape: tuple[int, ...]
     epilogue: str = ""  # what the concat kernel applies to each element (FuseOps' relu), "" if nothing
+    # a one-input copy permuting `axis` (a channel shuffle): where the producer's index j goes
+    permutation: str = ""
 
     def describe(self) -> str:
+        then = f", each value through the copy's epilogue {self.epilogue}" if self.epilogue else ""
+        if self.permutation:
+            return (f"one-to-one onto a permutation of axis {self.axis} of {list(self.out_shape)}: the "
+                    f"producer's index j on it is written at {self.permutation}{then}; the copy is not launched")
         parts = ", ".join(f"[{o}, {o + e})" for o, e in zip(self.offsets, self.extents))
-        then = f", each value through the concat's epilogue {self.epilogue}" if self.epilogue else ""
         return (f"one-to-one into slices of axis {self.axis} of {list(self.out_shape)}: the producers "
                 f"write {parts} in place{then}; the concat's copy is not launched")
 

@@ -8,11 +8,14 @@ into its output's slices, and the concat kernel is not launched.
 Each producer's block map onto the concat is one-to-one into a slice: its block writes
 exactly the elements the concat would copy. A producer qualifies when the concat is the
 only reader of its single output; its scheduled loops are kept as they are, only the
-output's accesses move to the slice (index + offset on the concat axis).
+output's accesses move to the slice (index + offset on the concat axis). A one-input copy
+that permutes one axis (a channel shuffle) is taken the same way: its producer writes each
+element where the copy would put it (the copy's index map, inverted).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import tvm
@@ -51,10 +54,14 @@ def concat_axis(in_shapes: list[tuple[int, ...]], out_shape: tuple[int, ...]) ->
 @dataclass(frozen=True, eq=False)
 class Epilogue:
     """What a concat kernel stores for each joined input element x: `expr` over `x` (x itself
-    for a plain concat, max(x, 0) for a concat that FuseOps fused with a relu)."""
+    for a plain concat, max(x, 0) for a concat that FuseOps fused with a relu). A one-input
+    copy that permutes one axis (a channel shuffle) has `inverse`: input index -> the output
+    index that holds it."""
 
     x: tirx.Var
     expr: tirx.PrimExpr
+    inverse: object = None  # tirx.IndexMap
+    axis: int = -1  # the axis `inverse` permutes
 
     @property
     def identity(self) -> bool:
@@ -94,6 +101,37 @@ def _selects_slices(func: tirx.PrimFunc, store, leaves) -> bool:
     return True
 
 
+def _permutation(block, store, source) -> Epilogue | None:
+    """A one-input copy whose output index i reads input index g(i), g permuting one axis
+    and no other (a channel shuffle's reshape-transpose-reshape); None otherwise."""
+    loads: list = []
+    tvm_ffi.structural_walk(store.value, (ir.expr.TensorLoad, loads.append), order="pre")
+    if len(loads) != 1 or not loads[0].source.same_as(source):
+        return None
+    iters = [iv.var for iv in block.iter_vars]
+    if len(iters) != len(store.indices) or not all(i.same_as(v) for i, v in zip(store.indices, iters)):
+        return None
+    extents = [iv.dom.extent for iv in block.iter_vars]
+    if _static(source.shape) != _static(extents):  # the copy keeps the shape, reordering one axis
+        return None
+    try:
+        inverse = tirx.IndexMap(iters, list(loads[0].indices), None).inverse(extents)
+    except Exception:  # TVM: not a bijection it can invert
+        return None
+    analyzer = sym.Analyzer()
+    probe = [tirx.Var(f"i{d}", "int64") for d in range(len(iters))]
+    for var, extent in zip(probe, extents):
+        analyzer.bind(var, ir.Range.from_min_extent(tirx.IntImm("int64", 0), extent))
+    moved = [d for d, (a, b) in enumerate(zip(inverse.map_indices(probe), probe))
+             if not analyzer.can_prove_equal(a, b)]
+    if len(moved) != 1:  # a plain copy, or a transpose of several axes: not taken
+        return None
+    load = loads[0]
+    x = tirx.Var("x", store.value.ty)
+    expr = tvm_ffi.structural_map(store.value, (ir.expr.TensorLoad, lambda n: x if n.same_as(load) else n))
+    return Epilogue(x, expr, inverse, moved[0])
+
+
 def concat_epilogue(func: tirx.PrimFunc) -> Epilogue | None:
     """The epilogue of a concat kernel: one computing block storing an elementwise function
     of the if_then_else chain that selects among loads of each of its inputs; None when
@@ -101,11 +139,13 @@ def concat_epilogue(func: tirx.PrimFunc) -> Epilogue | None:
     blocks: list = []
     tvm_ffi.structural_walk(func.body, (SBlock, lambda b: blocks.append(b)), order="pre")
     compute = [b for b in blocks if len(b.iter_vars)]
-    if len(compute) != 1 or not isinstance(compute[0].body, tirx.BufferStore) or len(func.params) < 3:
+    if len(compute) != 1 or not isinstance(compute[0].body, tirx.BufferStore) or len(func.params) < 2:
         return None
     store = compute[0].body
     if not store.buffer.same_as(func.params[-1]):
         return None
+    if len(func.params) == 2:
+        return _permutation(compute[0], store, func.params[0])
     calls: list = []
     tvm_ffi.structural_walk(store.value, (ir.Call, calls.append), order="pre")
     joins = [c for c in calls if str(c.op.name).endswith("if_then_else")]
@@ -124,6 +164,11 @@ def concat_epilogue(func: tirx.PrimFunc) -> Epilogue | None:
     if count(expr, ir.expr.TensorLoad):  # it reads something besides the joined element
         return None
     return Epilogue(x, expr)
+
+
+def _plain(expr) -> str:
+    """An index expression as text without TVMScript's int64 wrappers."""
+    return re.sub(r"T\.int64\((-?\d+)\)", r"\1", str(expr))
 
 
 def slice_link(mod: tvm.IRModule, producers: list[relax.Var], concat: relax.Var,
@@ -163,6 +208,13 @@ def slice_link(mod: tvm.IRModule, producers: list[relax.Var], concat: relax.Var,
     out_shape = _static(concat.ty.shape)
     if out_shape is None or None in in_shapes:
         raise FusionUnsupported("the concat's shapes are not static")
+    epilogue_text = "" if epilogue.identity else _plain(epilogue.expr)
+    if epilogue.inverse is not None:  # a permuting copy: the whole output, reordered
+        j = tirx.Var("j", "int64")
+        probe = [j if d == epilogue.axis else tirx.IntImm("int64", 0) for d in range(len(out_shape))]
+        moved = epilogue.inverse.map_indices(probe)[epilogue.axis]
+        return SliceLink(epilogue.axis, (0,), (out_shape[epilogue.axis],), out_shape, epilogue_text,
+                         _plain(sym.Analyzer().simplify(moved)))
     axis = concat_axis(in_shapes, out_shape)
     if axis is None:
         raise FusionUnsupported("the concat's shapes do not join on one axis")
@@ -173,35 +225,41 @@ def slice_link(mod: tvm.IRModule, producers: list[relax.Var], concat: relax.Var,
     order = [key(p) for p in producers]
     extents = {m: s[axis] for m, s in zip(made, in_shapes)}
     return SliceLink(axis, tuple(offsets[k] for k in order), tuple(extents[k] for k in order), out_shape,
-                     "" if epilogue.identity else str(epilogue.expr))
+                     epilogue_text)
 
 
-def _into(node, buf: ir.Var, big: ir.Var, axis: int, offset: int, epilogue: Epilogue | None = None):
-    """`node` with every access of `buf` moved to `big`, `offset` further on `axis`, each
+def _placement(link: SliceLink, epilogue: Epilogue, i: int):
+    """(indices -> indices, range -> range) taking producer i's output accesses to the
+    concat's output: its offset on the axis, or the permuting copy's inverse map (a range
+    on the permuted axis then covers the whole axis)."""
+    if epilogue.inverse is not None:
+        full = ir.Range.from_min_extent(tirx.IntImm("int64", 0), tirx.IntImm("int64", link.out_shape[link.axis]))
+        return (lambda idx: list(epilogue.inverse.map_indices(list(idx)))), (lambda r: full)
+    off = tirx.IntImm("int64", link.offsets[i])
+    return ((lambda idx: [x + off if d == link.axis else x for d, x in enumerate(idx)]),
+            (lambda r: ir.Range.from_min_extent(r.min + off, r.extent)))
+
+
+def _into(node, buf: ir.Var, big: ir.Var, axis: int, place, epilogue: Epilogue):
+    """`node` with every access of `buf` moved to `big` (`place`: from _placement), each
     stored value passed through `epilogue` (the concat's own, e.g. a relu)."""
     h = buf.__chandle__()
-    if epilogue is not None and not epilogue.identity and count(
-            node, ir.expr.TensorLoad, lambda n: n.source.__chandle__() == h):
+    if not epilogue.identity and count(node, ir.expr.TensorLoad, lambda n: n.source.__chandle__() == h):
         raise FusionUnsupported(f"{buf.name}: the producer reads its output back, so the concat's "
                                 f"epilogue cannot be applied as it writes")
-    finish = epilogue.apply if epilogue is not None else (lambda v: v)
-
-    def idx(indices):
-        out = list(indices)
-        out[axis] = out[axis] + offset
-        return out
+    index, span = place
 
     def on_load(n):
-        return tirx.BufferLoad(big, idx(n.indices)) if n.source.__chandle__() == h else n
+        return tirx.BufferLoad(big, index(n.indices)) if n.source.__chandle__() == h else n
 
     def on_store(n):
-        return tirx.BufferStore(big, finish(n.value), idx(n.indices)) if n.buffer.__chandle__() == h else n
+        return tirx.BufferStore(big, epilogue.apply(n.value), index(n.indices)) if n.buffer.__chandle__() == h else n
 
     def on_region(n):
         if n.source.__chandle__() != h:
             return n
         region = list(n.region)
-        region[axis] = ir.Range.from_min_extent(region[axis].min + offset, region[axis].extent)
+        region[axis] = span(region[axis])
         return ir.TensorRegion(big, region, n.ty)
 
     return tvm_ffi.structural_map(node, [(ir.expr.TensorLoad, on_load), (tirx.BufferStore, on_store),
@@ -230,13 +288,13 @@ def fuse_into_slices(funcs: list[tirx.PrimFunc], names: list[str], concat: tirx.
             outs = list(fused.params[-n:])
             big = _concat_buffer(link, outs[0].dtype)
             body = fused.body
-            for out, offset in zip(outs, link.offsets):
-                body = _into(body, out, big, link.axis, tirx.IntImm("int64", offset), epilogue)
+            for i, out in enumerate(outs):
+                body = _into(body, out, big, link.axis, _placement(link, epilogue, i), epilogue)
             return tirx.PrimFunc(list(fused.params[:-n]) + [big], body, ret_type=fused.ret_type, attrs=fused.attrs)
     parts = [root_parts(fresh_copy(f), n) for f, n in zip(funcs, names)]
     big = _concat_buffer(link, parts[0].output.dtype)
-    bodies = [_into(p.body, p.output, big, link.axis, tirx.IntImm("int64", o), epilogue)
-              for p, o in zip(parts, link.offsets)]
+    bodies = [_into(p.body, p.output, big, link.axis, _placement(link, epilogue, i), epilogue)
+              for i, p in enumerate(parts)]
     allocs = [a for p in parts for a in p.allocs]
     root = SBlock([], [], [], "root", tirx.SeqStmt(bodies) if len(bodies) > 1 else bodies[0], None, allocs)
     # opaque: a build that re-runs FuseOps (cuda's) must not merge it with a neighbour

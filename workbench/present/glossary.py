@@ -24,8 +24,9 @@ DECISION_KINDS = {
                                  "block runs the consumer right after the producer part it reads",
     DecisionKind.VERTICAL_ROWS: "a producer and its consumer whose rows (or channels) read a few producer "
                                 "rows (halo), fused by bands of them: the intermediate lives only in each task's scratch",
-    DecisionKind.VERTICAL_SLICES: "the producers of a concat, each one-to-one into a slice of its output, "
-                                  "fused so they write there in place: the concat's copy is not launched",
+    DecisionKind.VERTICAL_SLICES: "the producers of a concat (or of a copy that permutes one axis, a channel "
+                                  "shuffle), each one-to-one into a slice (or the permuted places) of its "
+                                  "output, fused so they write there in place: the copy is not launched",
 }
 STATUSES = {
     DecisionStatus.PROPOSED: "found by the planner, not decided: a compile with the plan (C) skips it",
