@@ -46,7 +46,7 @@ def reread_text(gain) -> str:
 def kept_text(gain, slices: bool = False) -> str:
     """Row-band (or, `slices`, concat-slice) fusion's memory facts (estimated from the shapes)."""
     if slices:
-        return (f"the producers write their {gain.kept_bytes / 1024:.0f} KiB once, into the concat's output; "
+        return (f"the producers write their {gain.kept_bytes / 1024:.0f} KiB once, into the copy's output; "
                 f"the copy's read and write of it are gone (estimated)")
     return (f"intermediate {gain.kept_bytes / 1024:.0f} KiB kept off main memory (it exists only in "
             f"per-task scratch); scratch {gain.scratch_bytes / 1024:.1f} KiB per task; halo "
