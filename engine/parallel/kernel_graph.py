@@ -18,6 +18,7 @@ on that kernel (of a constructed tuple: on the producers of field i only).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -55,6 +56,17 @@ def alias_roots(bindings) -> dict[int, int]:
         if isinstance(b.value, relax.Var):
             roots[key(b.var)] = roots.get(key(b.value), key(b.value))
     return roots
+
+
+def use_counts(mod: tvm.IRModule) -> Counter[int]:
+    """key of every value of `main` (aliases looked through: counted on the Var they name) ->
+    how many bindings, and the model's output, read it; a binding reading it twice counts once."""
+    bindings = main_bindings(mod)
+    roots = alias_roots(bindings)
+    uses: Counter[int] = Counter()
+    for value in [b.value for b in bindings if not isinstance(b.value, relax.Var)] + [mod["main"].body.body]:
+        uses.update({roots.get(key(v), key(v)) for v in relax.analysis.free_vars(value)})
+    return uses
 
 
 @dataclass(frozen=True, eq=False)

@@ -311,11 +311,16 @@ def _decision_from(d: dict) -> FusionDecision:
                           gain, evidence, DecisionStatus(d["status"]), d.get("reason", ""))
 
 
+def application_rank(kind: DecisionKind) -> int:
+    """Where decisions of `kind` come in application order: slice decisions first (each also
+    runs its producers as one horizontally fused kernel, and removes the concat's copy)."""
+    return 0 if kind is DecisionKind.VERTICAL_SLICES else 1
+
+
 def application_order(decisions) -> list[FusionDecision]:
     """The order approved decisions are applied in, where they share a kernel the first one
-    wins: slice decisions first (each also runs its producers as one horizontally fused
-    kernel, and removes the concat's copy), then plan order."""
-    return sorted(decisions, key=lambda d: d.kind is not DecisionKind.VERTICAL_SLICES)
+    wins: by application_rank, then plan order."""
+    return sorted(decisions, key=lambda d: application_rank(d.kind))
 
 
 def kernel_fingerprint(kernels: tuple[KernelCall, ...]) -> str:

@@ -10,14 +10,10 @@ changes IR.
 
 from __future__ import annotations
 
-from collections import Counter
-
-from tvm import relax
-
 from engine.parallel.codegen.cpu_rows import WouldNotPay
 from engine.parallel.detection import member_info
 from engine.parallel.gain import busy_share, weighted_busy
-from engine.parallel.kernel_graph import KernelGraph, alias_roots, is_call_tir, key, main_bindings
+from engine.parallel.kernel_graph import KernelGraph, is_call_tir, key, main_bindings, use_counts
 from engine.parallel.plan import (DecisionId, DecisionKind, DecisionStatus, Evidence, FusionDecision, Gain,
                                   MemberRef, RowLink)
 from engine.parallel.tir_util import FusionUnsupported
@@ -28,13 +24,8 @@ def sole_readers(mod):
     """(producer, consumer) -> the consumer's argument position of the producer's output when
     that call is its only use in `main` (no other kernel, no output, read once), else None;
     the uses are counted once per module, aliases (`lv = lv1`) looked through."""
-    bindings = main_bindings(mod)
-    roots = alias_roots(bindings)
-    root = lambda v: roots.get(key(v), key(v))
-    uses: Counter[int] = Counter()
-    for value in [b.value for b in bindings if not isinstance(b.value, relax.Var)] + [mod["main"].body.body]:
-        uses.update({root(v) for v in relax.analysis.free_vars(value)})
-    calls = [b for b in bindings if is_call_tir(b.value)]
+    uses = use_counts(mod)
+    calls = [b for b in main_bindings(mod) if is_call_tir(b.value)]
     position = consumer_params(mod)
 
     def reader(producer: int, consumer: int) -> int | None:

@@ -25,12 +25,13 @@ from tvm.s_tir import SBlock, SBlockRealize
 
 from engine.parallel.detection import member_info
 from engine.parallel.gain import weighted_busy
-from engine.parallel.kernel_graph import KernelGraph, alias_roots, call_args, is_call_tir, key, main_bindings
+from engine.parallel.kernel_graph import (KernelGraph, alias_roots, call_args, is_call_tir, key, main_bindings,
+                                          use_counts)
 from engine.parallel.plan import (DecisionId, DecisionKind, DecisionStatus, Evidence, FusionDecision, Gain,
                                   MemberRef, SliceLink)
 from engine.parallel.relax_rewrite import member_vars
 from engine.parallel.tir_util import (OP_PATTERN_OPAQUE, FusionUnsupported, buffer_bytes, count, fresh_copy,
-                                      root_parts, substitute)
+                                      move_accesses, root_parts, substitute, walk)
 
 
 def _static(shape) -> tuple[int, ...] | None:
@@ -105,7 +106,7 @@ def _permutation(block, store, source) -> Epilogue | None:
     """A one-input copy whose output index i reads input index g(i), g permuting one axis
     and no other (a channel shuffle's reshape-transpose-reshape); None otherwise."""
     loads: list = []
-    tvm_ffi.structural_walk(store.value, (ir.expr.TensorLoad, loads.append), order="pre")
+    walk(store.value, ir.expr.TensorLoad, loads.append)
     if len(loads) != 1 or not loads[0].source.same_as(source):
         return None
     iters = [iv.var for iv in block.iter_vars]
@@ -137,7 +138,7 @@ def concat_epilogue(func: tirx.PrimFunc) -> Epilogue | None:
     of the if_then_else chain that selects among loads of each of its inputs; None when
     `func` is not such a kernel."""
     blocks: list = []
-    tvm_ffi.structural_walk(func.body, (SBlock, lambda b: blocks.append(b)), order="pre")
+    walk(func.body, SBlock, blocks.append)
     compute = [b for b in blocks if len(b.iter_vars)]
     if len(compute) != 1 or not isinstance(compute[0].body, tirx.BufferStore) or len(func.params) < 2:
         return None
@@ -147,7 +148,7 @@ def concat_epilogue(func: tirx.PrimFunc) -> Epilogue | None:
     if len(func.params) == 2:
         return _permutation(compute[0], store, func.params[0])
     calls: list = []
-    tvm_ffi.structural_walk(store.value, (ir.Call, calls.append), order="pre")
+    walk(store.value, ir.Call, calls.append)
     joins = [c for c in calls if str(c.op.name).endswith("if_then_else")]
     if not joins:
         return None
@@ -188,21 +189,12 @@ def slice_link(mod: tvm.IRModule, producers: list[relax.Var], concat: relax.Var,
     wanted = [key(p) for p in producers]
     if sorted(x for x in made if x is not None) != sorted(wanted) or None in made:
         raise FusionUnsupported("the concat reads values other than the producers' outputs")
-    uses: dict[int, int] = {}
-    for b in bindings:
-        if isinstance(b.value, relax.Var):
-            continue
-        for v in relax.analysis.free_vars(b.value):
-            r = roots.get(key(v), key(v))
-            uses[r] = uses.get(r, 0) + 1
-    for v in relax.analysis.free_vars(mod["main"].body.body):  # the model's outputs
-        r = roots.get(key(v), key(v))
-        uses[r] = uses.get(r, 0) + 1
+    uses = use_counts(mod)
     for i, p in enumerate(producers):
         name = labels[i] if labels else p.name
         if not is_call_tir(value.get(key(p))) or isinstance(p.ty, relax.TupleType):
             raise FusionUnsupported(f"{name} is not a one-output kernel call")
-        if uses.get(key(p), 0) != 1:
+        if uses[key(p)] != 1:
             raise FusionUnsupported(f"{name} is read by more than the concat")
     in_shapes = [_static(a.ty.shape) for a in args]
     out_shape = _static(concat.ty.shape)
@@ -229,41 +221,28 @@ def slice_link(mod: tvm.IRModule, producers: list[relax.Var], concat: relax.Var,
 
 
 def _placement(link: SliceLink, epilogue: Epilogue, i: int):
-    """(indices -> indices, range -> range) taking producer i's output accesses to the
+    """(indices -> indices, region -> region) taking producer i's output accesses to the
     concat's output: its offset on the axis, or the permuting copy's inverse map (a range
     on the permuted axis then covers the whole axis)."""
+    axis = link.axis
     if epilogue.inverse is not None:
-        full = ir.Range.from_min_extent(tirx.IntImm("int64", 0), tirx.IntImm("int64", link.out_shape[link.axis]))
-        return (lambda idx: list(epilogue.inverse.map_indices(list(idx)))), (lambda r: full)
+        full = ir.Range.from_min_extent(tirx.IntImm("int64", 0), tirx.IntImm("int64", link.out_shape[axis]))
+        return (lambda idx: list(epilogue.inverse.map_indices(idx))), \
+            (lambda region: [full if d == axis else r for d, r in enumerate(region)])
     off = tirx.IntImm("int64", link.offsets[i])
-    return ((lambda idx: [x + off if d == link.axis else x for d, x in enumerate(idx)]),
-            (lambda r: ir.Range.from_min_extent(r.min + off, r.extent)))
+    return ((lambda idx: [x + off if d == axis else x for d, x in enumerate(idx)]),
+            (lambda region: [ir.Range.from_min_extent(r.min + off, r.extent) if d == axis else r
+                             for d, r in enumerate(region)]))
 
 
-def _into(node, buf: ir.Var, big: ir.Var, axis: int, place, epilogue: Epilogue):
+def _into(node, buf: ir.Var, big: ir.Var, place, epilogue: Epilogue):
     """`node` with every access of `buf` moved to `big` (`place`: from _placement), each
     stored value passed through `epilogue` (the concat's own, e.g. a relu)."""
     h = buf.__chandle__()
     if not epilogue.identity and count(node, ir.expr.TensorLoad, lambda n: n.source.__chandle__() == h):
         raise FusionUnsupported(f"{buf.name}: the producer reads its output back, so the concat's "
                                 f"epilogue cannot be applied as it writes")
-    index, span = place
-
-    def on_load(n):
-        return tirx.BufferLoad(big, index(n.indices)) if n.source.__chandle__() == h else n
-
-    def on_store(n):
-        return tirx.BufferStore(big, epilogue.apply(n.value), index(n.indices)) if n.buffer.__chandle__() == h else n
-
-    def on_region(n):
-        if n.source.__chandle__() != h:
-            return n
-        region = list(n.region)
-        region[axis] = span(region[axis])
-        return ir.TensorRegion(big, region, n.ty)
-
-    return tvm_ffi.structural_map(node, [(ir.expr.TensorLoad, on_load), (tirx.BufferStore, on_store),
-                                         (ir.TensorRegion, on_region)])
+    return move_accesses(node, buf, big, *place, epilogue.apply)
 
 
 def fuse_into_slices(funcs: list[tirx.PrimFunc], names: list[str], concat: tirx.PrimFunc, link: SliceLink,
@@ -289,11 +268,11 @@ def fuse_into_slices(funcs: list[tirx.PrimFunc], names: list[str], concat: tirx.
             big = _concat_buffer(link, outs[0].dtype)
             body = fused.body
             for i, out in enumerate(outs):
-                body = _into(body, out, big, link.axis, _placement(link, epilogue, i), epilogue)
+                body = _into(body, out, big, _placement(link, epilogue, i), epilogue)
             return tirx.PrimFunc(list(fused.params[:-n]) + [big], body, ret_type=fused.ret_type, attrs=fused.attrs)
     parts = [root_parts(fresh_copy(f), n) for f, n in zip(funcs, names)]
     big = _concat_buffer(link, parts[0].output.dtype)
-    bodies = [_into(p.body, p.output, big, link.axis, _placement(link, epilogue, i), epilogue)
+    bodies = [_into(p.body, p.output, big, _placement(link, epilogue, i), epilogue)
               for i, p in enumerate(parts)]
     allocs = [a for p in parts for a in p.allocs]
     root = SBlock([], [], [], "root", tirx.SeqStmt(bodies) if len(bodies) > 1 else bodies[0], None, allocs)

@@ -94,6 +94,25 @@ def buffer_bytes(buf) -> int:
     return math.prod(int(d) for d in buf.ty.shape) * buf.dtype.itemsize
 
 
+def move_accesses(node, buf: ir.Var, to: ir.Var, indices, region, value=lambda v: v):
+    """`node` with every access of buffer `buf` moved to buffer `to`: `indices(list) -> list`
+    maps a load's or store's indices, `region(list of Range) -> list` a block's read or write
+    region, `value(expr)` a stored value."""
+    h = buf.__chandle__()
+
+    def on_load(n):
+        return tirx.BufferLoad(to, indices(list(n.indices))) if n.source.__chandle__() == h else n
+
+    def on_store(n):
+        return tirx.BufferStore(to, value(n.value), indices(list(n.indices))) if n.buffer.__chandle__() == h else n
+
+    def on_region(n):
+        return ir.TensorRegion(to, region(list(n.region)), n.ty) if n.source.__chandle__() == h else n
+
+    return tvm_ffi.structural_map(node, [(ir.expr.TensorLoad, on_load), (tirx.BufferStore, on_store),
+                                         (ir.TensorRegion, on_region)])
+
+
 def substitute(node, mapping: dict[int, object]):
     """Replace Vars (keyed by `__chandle__()`) by expressions."""
     if not mapping:

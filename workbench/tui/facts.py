@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from engine.parallel.plan import DecisionKind, DecisionStatus
+from engine.parallel.plan import DecisionKind, DecisionStatus, application_rank
 
 
 @dataclass(frozen=True)
@@ -139,12 +139,12 @@ def conflict_lines(rows, changed) -> list[str]:
     one line each saying which, and which one the engine applies (slice decisions first, then
     the first in plan order: engine.parallel.plan.application_order)."""
     clashes = conflicts(rows)
-    order = {r.id: (r.kind != DecisionKind.VERTICAL_SLICES.value, n) for n, r in enumerate(rows)}
+    order = {r.id: (application_rank(DecisionKind(r.kind)), n) for n, r in enumerate(rows)}
     lines = []
     for i in changed:
         if i in clashes:
             first = min((i, *clashes[i]), key=order.__getitem__)
-            why = "slice decisions apply first" if not order[first][0] else "first in plan order"
+            why = "slice decisions apply first" if order[first][0] == 0 else "first in plan order"
             lines.append(f"{i} shares a kernel with approved {', '.join(clashes[i])}: only {first} ({why}) "
                          f"is applied; reject one (r)")
     if len(lines) > 4:

@@ -30,7 +30,7 @@ from engine.blockdeps.index_eval import Unsupported
 from engine.blockdeps.kernel_access import kernel_accesses
 from engine.parallel.codegen.cpu import CpuStage, cpu_member
 from engine.parallel.plan import RowLink, unit_noun
-from engine.parallel.tir_util import FusionUnsupported, RootParts, fresh_copy, fused_func, substitute
+from engine.parallel.tir_util import FusionUnsupported, RootParts, fresh_copy, fused_func, move_accesses, substitute
 
 I64 = "int64"
 
@@ -182,28 +182,16 @@ def row_stage(stage: CpuStage, out: ir.Var, prev: RowStage | None, name: str) ->
 def _rebase(node, buf: ir.Var, scratch: ir.Var, dim: int, base, order: tuple[int, ...]):
     """`node` with every access of `buf` moved to `scratch`: row index minus `base`, axes
     in `order` (scratch axis i is buffer axis order[i])."""
-    h = buf.__chandle__()
 
     def idx(indices):
-        out = list(indices)
-        out[dim] = out[dim] - base
-        return [out[a] for a in order]
+        indices[dim] = indices[dim] - base
+        return [indices[a] for a in order]
 
-    def on_load(n):
-        return tirx.BufferLoad(scratch, idx(n.indices)) if n.source.__chandle__() == h else n
-
-    def on_store(n):
-        return tirx.BufferStore(scratch, n.value, idx(n.indices)) if n.buffer.__chandle__() == h else n
-
-    def on_region(n):
-        if n.source.__chandle__() != h:
-            return n
-        region = list(n.region)
+    def span(region):
         region[dim] = ir.Range.from_min_extent(region[dim].min - base, region[dim].extent)
-        return ir.TensorRegion(scratch, [region[a] for a in order], n.ty)
+        return [region[a] for a in order]
 
-    return tvm_ffi.structural_map(node, [(ir.expr.TensorLoad, on_load), (tirx.BufferStore, on_store),
-                                         (ir.TensorRegion, on_region)])
+    return move_accesses(node, buf, scratch, idx, span)
 
 
 def vector_axis(stage: CpuStage, buf: ir.Var) -> int | None:
