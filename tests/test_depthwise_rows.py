@@ -7,7 +7,7 @@ import tvm
 from tvm import relax
 
 from engine.pipeline import fuse_module
-from engine.schedule.cpu.depthwise_rows import DepthwiseRows, row_tile
+from engine.schedule.cpu.depthwise_rows import DepthwiseRows, plane_tasks, row_tile
 from engine.schedule.cpu.rules import RULES, schedule_func
 from engine.tuning.knobs import member_variants, schedule_knobs
 
@@ -43,12 +43,13 @@ def _func(mod):
     return func
 
 
-@pytest.mark.parametrize("c,hw,epilogue", [(48, 28, True), (32, 14, True), (16, 14, False)])
-def test_rows_rule_numbers(c, hw, epilogue):
+@pytest.mark.parametrize("planes", [None, False])
+@pytest.mark.parametrize("c,hw,epilogue", [(48, 28, True), (32, 14, True), (16, 14, False), (6, 28, True)])
+def test_rows_rule_numbers(c, hw, epilogue, planes):
     mod, w, b = _dw_module(c, hw, epilogue=epilogue)
-    assert DepthwiseRows().apply(_func(mod), AVX512) is not None
+    assert DepthwiseRows(planes).apply(_func(mod), AVX512) is not None
     x = RNG.standard_normal((1, c, hw, hw)).astype("float32")
-    rules = [DepthwiseRows(), *RULES]
+    rules = [DepthwiseRows(planes), *RULES]
     sched = tvm.IRModule({gv: (schedule_func(f, AVX512, rules) if isinstance(f, tvm.tirx.PrimFunc) else f)
                           for gv, f in mod.functions_items()})
     vm = relax.VirtualMachine(tvm.compile(sched, target=AVX512), tvm.cpu())
@@ -63,6 +64,25 @@ def test_rows_rule_leaves_the_others(c, hw, stride, target):
     assert DepthwiseRows().apply(_func(_dw_module(c, hw, stride)[0]), target) is None
 
 
+def _parallel_loops(func):
+    from engine.parallel.tir_util import walk
+
+    found = []
+    walk(func.body, tvm.tirx.For, lambda f: found.append(f) if f.kind == tvm.tirx.ForKind.PARALLEL else None)
+    return found
+
+
+def test_many_planes_pad_in_the_task_and_few_run_row_tiles():
+    """48 planes on 2 cores: a task is one plane, padded into its own scratch (one parallel
+    loop, no padding pass); 6 planes: a task is a row tile after a parallel padding pass."""
+    assert plane_tasks(48, 2) and not plane_tasks(6, 2) and not plane_tasks(48, 16)
+    many = DepthwiseRows().apply(_func(_dw_module(48, 28)[0]), AVX512).mod["main"]
+    (loop,) = _parallel_loops(many)
+    assert int(loop.extent) == 48
+    few = DepthwiseRows().apply(_func(_dw_module(6, 28)[0]), AVX512).mod["main"]
+    assert [int(f.extent) for f in _parallel_loops(few)] == [6 * 30, 6 * 7]  # padded rows, then 4-row tiles
+
+
 def test_row_tiles_keep_the_accumulators_in_registers():
     assert row_tile(28, 28, 16) == 4 and row_tile(14, 14, 16) == 7
     assert row_tile(7, 7, 16) is None and row_tile(56, 56, 16) is None
@@ -75,4 +95,7 @@ def test_rows_is_the_avx512_default_and_a_replayed_knob():
     assert variants[0][0] == ("dwrows",) and len(variants) > 1
     assert variants[0][1].script() == schedule_func(func, AVX512).script()
     assert schedule_knobs(func, AVX512, ("dwrows",)) is not None
+    # the other task shape (row tiles here: 32 planes on 2 cores pad in the task) is a knob too
+    assert variants[1][0] == ("dwrows", "rows")
+    assert schedule_knobs(func, AVX512, ("dwrows", "rows")).script() == variants[1][1].script()
     assert ("dwrows",) not in [k for k, _ in member_variants(func, AVX2)]

@@ -4,7 +4,8 @@
 rule's choice first: for NCHW conv2d the register tile (ft output channels x xt output
 columns) of engine.schedule.cpu.conv's micro-kernel, knobs (ft, xt), and for a 1x1 conv
 the pixel-vector tiles of engine.schedule.cpu.conv_pixels, knobs ("px", ft, pv), and for
-a depthwise conv engine.schedule.cpu.depthwise_rows, knobs ("dwrows",); for matmul the register
+a depthwise conv engine.schedule.cpu.depthwise_rows, knobs ("dwrows",) (its default task
+shape) and ("dwrows", "planes" | "rows"); for matmul the register
 tile (it rows x jt columns) of engine.schedule.cpu.rules.Matmul, knobs ("mm", it, jt), which
 also sets how many parallel chunks the kernel offers; any other kernel has one variant,
 its default schedule.
@@ -94,8 +95,12 @@ def member_variants(func: tirx.PrimFunc, target) -> list[tuple[tuple, tirx.PrimF
                    for ft, xt in conv_tiles(*shape, isa_of(target))
                    if (sch := Conv2dNCHW(tile=(ft, xt)).apply(func, target)) is not None]
         rows = DepthwiseRows().apply(func, target)
-        if rows is not None:  # the default rule where it fits (AVX-512), first
-            return [(("dwrows",), _scheduled(rows))] + channel
+        if rows is not None:  # the default rule where it fits (AVX-512), first, then its other task shape
+            default = _scheduled(rows)
+            modes = [(("dwrows", mode), _scheduled(DepthwiseRows(planes=mode == "planes").apply(func, target)))
+                     for mode in ("planes", "rows")]
+            return [(("dwrows",), default)] + [(k, f) for k, f in modes
+                                               if f is not None and f.script() != default.script()] + channel
         pixel = _pixel_variants(func, target)
         return pixel + channel if Conv1x1Pixels().apply(func, target) is not None else channel + pixel
     mm = _matmul_shape(func)
@@ -121,6 +126,8 @@ def schedule_knobs(func: tirx.PrimFunc, target, knobs: tuple) -> tirx.PrimFunc |
         return schedule_matmul(func, target, int(knobs[1]), int(knobs[2]))
     if knobs == ("dwrows",):
         return _scheduled(DepthwiseRows().apply(func, target))
+    if len(knobs) == 2 and knobs[0] == "dwrows":
+        return _scheduled(DepthwiseRows(planes=knobs[1] == "planes").apply(func, target))
     if len(knobs) == 3 and knobs[0] == "px":
         return _scheduled(Conv1x1Pixels(tile=(int(knobs[1]), int(knobs[2]))).apply(func, target))
     return None

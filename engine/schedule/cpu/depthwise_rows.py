@@ -7,13 +7,20 @@ channel planes, and each FMA of its micro-kernel needs its own input load. Here 
 vector runs along the output row instead, which NCHW stores contiguously: a tile is `rt`
 output rows of one channel, each a vector of the whole row width, so the padded input row
 y + ky serves all the tile's rows that need it and each load feeds several FMAs; the
-kernel's weights are scalars broadcast once per channel. The padding stays a separate
-parallel pass writing contiguous rows.
+kernel's weights are scalars broadcast once per channel.
 
-Its chunks are tiles of `rt` rows; row-band fusion (engine.parallel.codegen.cpu_rows)
-takes them as row units, so depthwise -> pointwise pairs still fuse. Measured on a 2-core
-AVX-512 EPYC: mobilenet_block's 192@28x28 depthwise 0.036 -> 0.029 ms alone,
-mobilenet_block 0.95-0.96x and shufflenet 0.97x end to end.
+Where the planes give every core several (`plane_tasks`), a task is one channel plane: it
+pads its plane into a scratch plane of its own (a few KiB, cache-resident: a vector fill
+and a vector copy) and runs the plane's row tiles from it, so there is no padding pass over
+the whole input and no padded copy in memory. The kernel is then one parallel loop whose
+task c reads only plane c of its input: a 1x1 conv producing those planes fuses with it
+block by block (engine.parallel.vertical). With few planes the padding stays a separate
+parallel pass and a task is one row tile, which row-band fusion (engine.parallel.codegen.
+cpu_rows) takes as its row unit. Measured on a 2-core AVX-512 EPYC: mobilenet_block's
+192@28x28 depthwise 0.036 -> 0.029 ms alone with row tiles (the channel rule's time
+first), 0.027 -> 0.022 ms per plane; mobilenet_block end to end 0.86x per plane against
+row tiles (0.83x with its expand -> depthwise pairs fused, where row tiles gave 0.92x
+with depthwise -> project row bands), shufflenet 0.99x.
 """
 
 from __future__ import annotations
@@ -32,6 +39,14 @@ from engine.schedule.cpu.isa import isa_of
 # with 2.
 MAX_ROW_VECTORS = 2
 MAX_ACCUMULATORS = 8
+# Tasks per core from which a task is a whole channel plane (padded in the task).
+PLANE_TASKS_PER_CORE = 4
+
+
+def plane_tasks(planes: int, cores: int) -> bool:
+    """Whether `planes` channel planes give each of `cores` at least PLANE_TASKS_PER_CORE
+    tasks (a static split of fewer leaves a core idle for a whole plane)."""
+    return planes >= PLANE_TASKS_PER_CORE * cores
 
 
 def row_tile(n_h: int, width: int, lanes: int) -> int | None:
@@ -47,7 +62,11 @@ def row_tile(n_h: int, width: int, lanes: int) -> int | None:
 
 class DepthwiseRows(ScheduleRule):
     """Depthwise (one input channel per group), stride 1, conv2d (+ padding producer +
-    injective epilogue), vectorised along output rows."""
+    injective epilogue), vectorised along output rows. `planes`: a task per channel plane
+    (True) or per row tile (False); None chooses (`plane_tasks`)."""
+
+    def __init__(self, planes: bool | None = None):
+        self.planes = planes
 
     def apply(self, func: tirx.PrimFunc, target: Target):
         sch = s_tir.Schedule(func)
@@ -71,12 +90,15 @@ class DepthwiseRows(ScheduleRule):
         if stages is None:
             return None
         producers, last = stages
+        n_n, n_c = (int(s) for s in stmt.writes[0].source.shape[:2])
+        cores = num_cores(target)
+        planes = plane_tasks(n_n * n_c, cores) if self.planes is None else self.planes
         n, f, y, x, rc, ry, rx = sch.get_loops(conv)
         yo, yi = sch.split(y, [None, rt])
         sch.reorder(n, f, yo, rc, ry, rx, yi, x)
-        par = sch.fuse(n, f, yo)
+        par = sch.fuse(n, f) if planes else sch.fuse(n, f, yo)
         sch.parallel(par)
-        sch.reverse_compute_at(last, par, preserve_unit_loops=True)
+        sch.reverse_compute_at(last, yo if planes else par, preserve_unit_loops=True)
         sch.vectorize(sch.get_loops(last)[-1])
         sch.unroll(yi)
         sch.vectorize(x)
@@ -84,8 +106,19 @@ class DepthwiseRows(ScheduleRule):
         il = sch.get_loops(init)
         sch.unroll(il[-2])
         sch.vectorize(il[-1])
-        for b in reversed(producers):  # the padding: its own parallel pass of whole rows
-            parallelize(sch, b, num_cores(target))
+        for b in reversed(producers):
+            if not planes:  # the padding: its own parallel pass of whole rows
+                parallelize(sch, b, cores)
+                continue
+            # the task's plane padded into its scratch: a vector fill, then a vector copy of
+            # the input rows (no bounds checks)
+            sch.compute_at(b, par, preserve_unit_loops=True)
+            try:
+                fill = sch.decompose_padding(b, sch.get_loops(b)[1])
+            except Exception:  # pylint: disable=broad-except
+                return None if self.planes else DepthwiseRows(planes=False).apply(func, target)
+            sch.vectorize(sch.get_loops(fill)[-1])
+            sch.vectorize(sch.get_loops(b)[-1])
         return sch
 
 
