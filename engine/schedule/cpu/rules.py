@@ -34,6 +34,7 @@ from engine.schedule.cpu.conv_pixels import Conv1x1Pixels
 from engine.schedule.cpu.depthwise_rows import DepthwiseRows
 from engine.schedule.cpu.intrinsics import serialize_unvectorizable
 from engine.schedule.cpu.isa import Isa, isa_of
+from engine.schedule.cpu.plane_reduce import PlaneReduce
 from engine.schedule.cpu.pool import Pool2dRows
 from engine.schedule.cpu.rowwise import RowWise
 
@@ -172,7 +173,8 @@ class Fallback(ScheduleRule):
         return sch
 
 
-RULES: list[ScheduleRule] = [Conv1x1Pixels(), DepthwiseRows(), Conv2dNCHW(), Matmul(), Pool2dRows(), RowWise(), Fallback()]
+RULES: list[ScheduleRule] = [Conv1x1Pixels(), DepthwiseRows(), Conv2dNCHW(), Matmul(), Pool2dRows(), PlaneReduce(),
+                             RowWise(), Fallback()]
 
 
 def is_scheduled(func) -> bool:
