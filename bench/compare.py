@@ -157,8 +157,13 @@ def _median_interleaved(fns: dict[str, object], runs: int, rounds: int = 5) -> d
 # onnxruntime and our builds are timed in turns, the last turns right after every build is
 # compiled: this VM has slow periods of minutes (our kernels 1.5-2.5x slower, onnxruntime
 # ~1.2x), and timing onnxruntime before minutes of compiles put the two sides of one ratio
-# in different periods (squeezenet 1.02x in one run, 1.60x in another).
-TURNS = 2
+# in different periods (squeezenet 1.02x in one run, 1.60x in another). Two turns were too
+# few: in `compare-20261205-0636.json` a slow period covered our turns of resnet50 but not
+# onnxruntime's (our samples 20.1-27.0 ms, 19.6-20.4 ms in the runs before; onnxruntime's
+# 18.9-19.5 ms), so its ratio read 1.25x. Five turns, each a share of the samples.
+TURNS = 5
+# Pause after an onnxruntime session is created and after it is freed (its threads settle).
+SETTLE_S = 0.5
 
 
 def _alternating(model, inputs: dict, fns: dict[str, object], runs: int) -> dict[str, list[float]]:
@@ -176,11 +181,11 @@ def _alternating(model, inputs: dict, fns: dict[str, object], runs: int) -> dict
     rounds = share
     for _ in range(TURNS):
         sess = onnxruntime_session(model.proto.SerializeToString(), threads=THREADS)
-        time.sleep(1.0)
+        time.sleep(SETTLE_S)
         samples[ORT] += _median_interleaved({ORT: lambda: sess.run(None, inputs)}, share, rounds)[ORT]
         del sess
         gc.collect()
-        time.sleep(1.0)
+        time.sleep(SETTLE_S)
         for name, ms in _median_interleaved(fns, share, rounds).items():
             samples[name] += ms
     return samples
