@@ -92,14 +92,19 @@ def test_a_json_manifest_is_checked_the_same_way(tmp_path):
 
 
 def test_variants_approve_their_kinds_of_decision():
-    proposed = Session("mha_block").propose("llvm").plan  # every kind of decision
-    kinds = {v: {d.kind for d in v.plan(proposed).approved()} for v in Variant if v is not Variant.BASE}
+    # mha_block: horizontal, branch-stage and row-band decisions; res2net_block: one-to-one
+    plans = [Session(spec).propose("llvm").plan for spec in ("mha_block", "res2net_block")]
+    kinds = {v: set().union(*({d.kind for d in v.plan(p).approved()} for p in plans))
+             for v in Variant if v is not Variant.BASE}
     assert kinds[Variant.PARALLEL] == {DecisionKind.HORIZONTAL, DecisionKind.BRANCH_STAGE}
     assert kinds[Variant.BLOCK] == {DecisionKind.VERTICAL_BLOCK, DecisionKind.VERTICAL_ROWS}
-    assert kinds[Variant.BOTH] == kinds[Variant.COTUNED] == {d.kind for d in proposed.decisions}
+    assert kinds[Variant.BOTH] == kinds[Variant.COTUNED] == {d.kind for p in plans for d in p.decisions
+                                                             if d.status is not DecisionStatus.REJECTED}
     assert kinds[Variant.AUTO] == set() and Variant.AUTO.policy.value == "auto"  # the policy tries them all
-    assert Variant.BASE.plan(proposed) is None
-    assert all(d.status is DecisionStatus.PROPOSED for d in Variant.AUTO.plan(proposed).decisions)
+    for proposed in plans:
+        assert Variant.BASE.plan(proposed) is None
+        assert all(d.status is DecisionStatus.PROPOSED for d in Variant.AUTO.plan(proposed).decisions
+                   if d.status is not DecisionStatus.REJECTED)
 
 
 def test_a_batch_writes_a_report_per_run_and_the_summary(two_by_two):

@@ -35,10 +35,9 @@ def sole_readers(mod):
     return reader
 
 
-def propose_rows(scheduled, graph, kg: KernelGraph, codegen, start: int, model, target,
-                 taken: set[tuple[int, int]]) -> list[FusionDecision]:
+def propose_rows(scheduled, graph, kg: KernelGraph, codegen, start: int, model, target) -> list[FusionDecision]:
     """Decisions d{start}.. for every pair the row-band code generator accepts (a dry run
-    per pair); `taken`: pairs another vertical decision already covers."""
+    per pair)."""
     if codegen.rows is None:
         return []
     mod = scheduled.module
@@ -46,7 +45,7 @@ def propose_rows(scheduled, graph, kg: KernelGraph, codegen, start: int, model, 
     decisions = []
     for c in range(len(kg.kernels)):
         for p in dict.fromkeys(kg.producers(c)):
-            if (p, c) in taken or any(q != p and kg.has_path(p, q) for q in kg.producers(c)):
+            if any(q != p and kg.has_path(p, q) for q in kg.producers(c)):
                 continue
             param = sole_reader(p, c)
             if param is None:

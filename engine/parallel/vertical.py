@@ -55,8 +55,9 @@ def consumer_params(mod):
 
 
 def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, start: int,
-                     model, target, launch) -> list[FusionDecision]:
-    """Decisions d{start}.. for every fusable one-to-one edge. `single_stage(k)`: kernel k is
+                     model, target, launch, taken=frozenset()) -> list[FusionDecision]:
+    """Decisions d{start}.. for every fusable one-to-one edge but the (producer, consumer)
+    pairs in `taken`. `single_stage(k)`: kernel k is
     one parallel loop the code generator accepts. Each pair is fused once here (a dry run):
     a pair the code generator refuses is listed rejected, with its reason. `launch(kernels,
     link)`: the fused kernel's launch facts (engine.parallel.propose)."""
@@ -73,6 +74,8 @@ def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, s
     decisions = []
     for e in edges:
         p, c = e.producer.index, e.consumer.index
+        if (p, c) in taken:
+            continue
         param = consumer_param(p, c)
         link = block_link(e, param) if param is not None else None
         if link is None:
