@@ -40,29 +40,29 @@ def test_a_data_dependent_gather_costs_only_its_own_edges(tmp_path):
 
 
 def test_an_unreadable_kernel_costs_only_its_own_proposals(monkeypatch):
-    """A kernel whose accesses cannot be read (simulated: mha_block's attention x V matmul)
-    maps its own edges all-to-all; the block-level proposal between the other kernels (the
-    scores -> softmax) survives."""
+    """A kernel whose accesses cannot be read (simulated: res2net_block's concat) maps its
+    own edges all-to-all; the block-level proposals between the other kernels (the conv
+    after it -> its global pool) survive."""
     import engine.blockdeps.analysis as analysis
     from engine.blockdeps.index_eval import Unsupported
     from engine.parallel.plan import DecisionKind
 
     real = analysis.kernel_accesses
 
-    def unreadable_matmul(func, name, n_inputs):
-        if name == "matmul2":
+    def unreadable_concat(func, name, n_inputs):
+        if name == "concatenate":
             raise Unsupported("statement Simulated")
         return real(func, name, n_inputs)
 
-    expected = [d.title() for d in Session("mha_block").propose("llvm").plan.decisions
+    expected = [d.title() for d in Session("res2net_block").propose("llvm").plan.decisions
                 if d.kind is DecisionKind.VERTICAL_BLOCK]
-    assert expected, "mha_block proposes a block-level pair (scores -> softmax)"
-    monkeypatch.setattr(analysis, "kernel_accesses", unreadable_matmul)
-    session = Session("mha_block")
+    assert expected, "res2net_block proposes block-level pairs (conv3 -> its global pool)"
+    monkeypatch.setattr(analysis, "kernel_accesses", unreadable_concat)
+    session = Session("res2net_block")
     plan = session.propose("llvm").plan
     assert [d.title() for d in plan.decisions if d.kind is DecisionKind.VERTICAL_BLOCK] == expected
     deps = session.block_deps("llvm")
-    into = [e for e in deps.edges if e.consumer.func == "matmul2"]
+    into = [e for e in deps.edges if e.consumer.func == "concatenate"]
     assert into and all(not is_analysed(e) and "Simulated" in e.notes[0] for e in into)
 
 
