@@ -95,7 +95,10 @@ def _variants(session, cotune_trials: int, arch: str | None = None):
     from engine.tuning import TuneOptions
 
     variants: dict[str, object] = {BASE: lambda: CompileOptions(timing=False, arch=arch)}
-    plan = session.propose("llvm").plan
+    # proposed for the kernels the variants build: with `--arch` another ISA's schedules
+    # (AVX2 code runs the depthwise conv on a repacked input, AVX-512 code by planes), whose
+    # pairs the host's plan does not name
+    plan = session.propose("llvm", arch=arch).plan
     open_ = [d for d in plan.decisions if d.status is not DecisionStatus.REJECTED]  # the others cannot be approved
     vertical = [d.id for d in open_ if d.kind.vertical]
     horizontal = [d.id for d in open_ if not d.kind.vertical]

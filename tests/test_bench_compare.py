@@ -134,3 +134,18 @@ def test_onnxruntime_and_our_builds_are_timed_in_turns(monkeypatch):
     turns = "".join({"open": "(", "close": ")", "ort": "", "ours": "b"}[e] for e in log)
     assert turns.replace("b", "") == "()" * compare.TURNS  # the session is gone before ours run
     assert turns.count(")b") == compare.TURNS  # our builds run after each onnxruntime turn
+
+
+def test_an_arch_build_is_fused_by_that_arch_plan():
+    """With `--arch haswell` the block-level variant approves the pairs of the AVX2 kernels
+    (mobilenet_block's depthwise -> project row bands), not the host's: AVX-512 code runs the
+    depthwise conv a plane per task, whose pairs differ."""
+    from engine.session import Session
+
+    session = Session("mobilenet_block")
+    built = compare._variants(session, 0, arch="haswell")["+block-fusion"]().plan
+    want = session.propose("llvm", arch="haswell").plan
+    approved = sorted(d.title() for d in built.approved())
+    assert approved == sorted(d.title() for d in want.decisions if d.kind.vertical and d.status.value != "rejected")
+    assert approved == ["block0/dw/conv | block0/project/conv", "block1/dw/conv | block1/project/conv"]
+    assert built.fingerprint == want.fingerprint
