@@ -108,7 +108,7 @@ def propose(session, target: str = "llvm", arch: str | None = None) -> Proposal:
                              {d.kernels for d in rows if d.status is not DecisionStatus.REJECTED})
     # Of overlapping decisions the first approved one applies: row bands first, the most
     # estimated gain first (on a 2-core AVX-512 Xeon mobilenet_block's depthwise -> pointwise
-    # pairs ran 0.80x as row bands; the one-to-one pairs there measure within noise)
+    # pairs, then run by row tiles, ran 0.80x as row bands, its one-to-one pairs within noise)
     # (pairs that would not pay are listed last, rejected with the reason). Slices come first:
     # a concat written in place loses its copy, which a row band through it only shortens.
     rows.sort(key=lambda d: -d.gain.estimated_us)
