@@ -22,6 +22,10 @@ def _module(c, hw, op):
         with bb.dataflow():
             if op == "mean":
                 y = bb.emit(relax.op.mean(x, axis=[2, 3], keepdims=True))
+            elif op == "mean_flat":  # torch's x.mean([2, 3]): no kept axes
+                y = bb.emit(relax.op.mean(x, axis=[2, 3], keepdims=False))
+            elif op == "max":  # a global max pool's combiner
+                y = bb.emit(relax.op.max(x, axis=[2, 3], keepdims=True))
             elif op == "sum":
                 y = bb.emit(relax.op.sum(x, axis=[2, 3], keepdims=True))
             elif op == "global_avg":
@@ -38,7 +42,8 @@ def _func(mod):
     return func
 
 
-@pytest.mark.parametrize("c,hw,op", [(1000, 13, "mean"), (36, 7, "global_avg"), (6, 5, "sum"), (7, 3, "mean")])
+@pytest.mark.parametrize("c,hw,op", [(1000, 13, "mean"), (36, 7, "global_avg"), (6, 5, "sum"), (7, 3, "mean"),
+                                     (64, 7, "mean_flat"), (24, 7, "max")])
 def test_plane_sums_match_numpy(c, hw, op):
     mod = _module(c, hw, op)
     assert PlaneReduce().apply(_func(mod), HOST) is not None
@@ -46,7 +51,9 @@ def test_plane_sums_match_numpy(c, hw, op):
                           for gv, f in mod.functions_items()})
     x = RNG.standard_normal((1, c, hw, hw)).astype("float32")
     vm = relax.VirtualMachine(tvm.compile(sched, target=HOST), tvm.cpu())
-    want = x.sum(axis=(2, 3), keepdims=True) / (1 if op == "sum" else hw * hw)
+    want = x.sum(axis=(2, 3), keepdims=op != "mean_flat") / (1 if op == "sum" else hw * hw)
+    if op == "max":
+        want = x.max(axis=(2, 3), keepdims=True)
     np.testing.assert_allclose(vm["main"](tvm.runtime.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-5)
 
 

@@ -23,8 +23,8 @@ CHANNELS = 8
 
 
 class PlaneReduce(ScheduleRule):
-    """One reduction block summing an [N, C, H, W] input over (H, W) into [N, C, 1, 1],
-    then injective blocks."""
+    """One reduction block summing an [N, C, H, W] input over (H, W) into [N, C, 1, 1] or
+    [N, C] (ReduceMean without keepdims: torch's `x.mean([2, 3])`), then injective blocks."""
 
     name = "plane-reduce"
 
@@ -36,20 +36,22 @@ class PlaneReduce(ScheduleRule):
             return None
         red = reds[0]
         stmt = sch.get(red)
-        if iter_kinds(stmt) != "SSSSRR" or len(stmt.reads) != 1 or len(stmt.writes) != 1:
+        kinds = iter_kinds(stmt)
+        if kinds not in ("SSSSRR", "SSRR") or len(stmt.reads) != 1 or len(stmt.writes) != 1:
             return None
         out = [int(d) for d in stmt.writes[0].source.shape]
         src = stmt.reads[0].source
-        if len(out) != 4 or out[2:] != [1, 1] or len(src.shape) != 4:
+        if len(src.shape) != 4 or out[:2] != [int(d) for d in src.shape[:2]] or any(d != 1 for d in out[2:]):
             return None
         ext = [int(iv.dom.extent) for iv in stmt.iter_vars]
-        if ext[4:] != [int(d) for d in src.shape[2:]]:
+        if ext[-2:] != [int(d) for d in src.shape[2:]]:
             return None  # not the whole plane (a windowed pool)
         n_nc = out[0] * out[1]
         group = next((g for g in (CHANNELS, 4, 2) if n_nc % g == 0), 1)
         if len(blocks) == 2:
             sch.set_scope(red, 0, "local")
-        n, c, _, _, ky, kx = sch.get_loops(red)
+        loops = sch.get_loops(red)
+        n, c, ky, kx = loops[0], loops[1], loops[-2], loops[-1]
         co, ci = sch.split(sch.fuse(n, c), [None, group])
         sch.reorder(co, ky, kx, ci)
         sch.parallel(co)
