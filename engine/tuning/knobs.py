@@ -14,6 +14,7 @@ its default schedule.
 from __future__ import annotations
 
 from tvm import s_tir, tirx
+from tvm_ffi import structural_equal
 
 from engine.schedule.cpu.common import blocks_of, is_reduction_block, num_cores
 from engine.schedule.cpu.conv import Conv2dNCHW, match_conv, register_tiles
@@ -100,7 +101,7 @@ def member_variants(func: tirx.PrimFunc, target) -> list[tuple[tuple, tirx.PrimF
             modes = [(("dwrows", mode), _scheduled(DepthwiseRows(planes=mode == "planes").apply(func, target)))
                      for mode in ("planes", "rows")]
             return [(("dwrows",), default)] + [(k, f) for k, f in modes
-                                               if f is not None and f.script() != default.script()] + channel
+                                               if f is not None and not structural_equal(f, default)] + channel
         pixel = _pixel_variants(func, target)
         return pixel + channel if Conv1x1Pixels().apply(func, target) is not None else channel + pixel
     mm = _matmul_shape(func)

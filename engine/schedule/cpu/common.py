@@ -91,6 +91,19 @@ def loop_kinds(sch: s_tir.Schedule, block) -> list[str]:
     ]
 
 
+def fill_and_copy(sch: s_tir.Schedule, pad) -> bool:
+    """Split a padding block computed at a task's loop (its scratch plane) into a vector fill
+    of the pad value, then a vector copy of the input rows, neither with a bounds check;
+    False when the padding is not a constant one (the block is then left as it was)."""
+    try:
+        fill = sch.decompose_padding(pad, sch.get_loops(pad)[1])
+    except Exception:  # pylint: disable=broad-except
+        return False
+    sch.vectorize(sch.get_loops(fill)[-1])
+    sch.vectorize(sch.get_loops(pad)[-1])
+    return True
+
+
 def parallelize(sch: s_tir.Schedule, block, cores: int, vectorize: bool = True, lanes: int = 16,
                 by_row: bool = False):
     """Parallelise the fused leading spatial loops of ``block``; vectorise its innermost

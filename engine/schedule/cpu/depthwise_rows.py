@@ -28,7 +28,7 @@ from __future__ import annotations
 from tvm import s_tir, tirx
 from tvm.target import Target
 
-from engine.schedule.cpu.common import ScheduleRule, num_cores, parallelize
+from engine.schedule.cpu.common import ScheduleRule, fill_and_copy, num_cores, parallelize
 from engine.schedule.cpu.conv import conv_stages, match_conv
 from engine.schedule.cpu.isa import isa_of
 
@@ -110,15 +110,9 @@ class DepthwiseRows(ScheduleRule):
             if not planes:  # the padding: its own parallel pass of whole rows
                 parallelize(sch, b, cores)
                 continue
-            # the task's plane padded into its scratch: a vector fill, then a vector copy of
-            # the input rows (no bounds checks)
-            sch.compute_at(b, par, preserve_unit_loops=True)
-            try:
-                fill = sch.decompose_padding(b, sch.get_loops(b)[1])
-            except Exception:  # pylint: disable=broad-except
+            sch.compute_at(b, par, preserve_unit_loops=True)  # the task's plane, in its scratch
+            if not fill_and_copy(sch, b):
                 return None if self.planes else DepthwiseRows(planes=False).apply(func, target)
-            sch.vectorize(sch.get_loops(fill)[-1])
-            sch.vectorize(sch.get_loops(b)[-1])
         return sch
 
 

@@ -22,7 +22,8 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.target import Target
 
-from engine.schedule.cpu.common import ScheduleRule, blocks_of, is_reduction_block, iter_kinds, num_cores
+from engine.schedule.cpu.common import (ScheduleRule, blocks_of, fill_and_copy, is_reduction_block, iter_kinds,
+                                        num_cores)
 from engine.schedule.cpu.isa import isa_of
 
 POOL_RULES = ("meta_schedule.pool_max", "meta_schedule.pool_avg")
@@ -112,11 +113,6 @@ class Pool2dRows(ScheduleRule):
         sch.vectorize(sch.get_loops(last)[-1])
         # the padding as a fill of the plane, then a copy of the input rows: both vector
         # loops with no bounds check (832 planes of 7x7: 0.85x -> 0.51x the generic rule)
-        if pad is not None:
-            try:
-                fill = sch.decompose_padding(pad, sch.get_loops(pad)[1])
-            except Exception:  # pylint: disable=broad-except
-                return None  # not a constant padding: the generic rule's bounds checks
-            sch.vectorize(sch.get_loops(fill)[-1])
-            sch.vectorize(sch.get_loops(pad)[-1])
+        if pad is not None and not fill_and_copy(sch, pad):
+            return None  # not a constant padding: the generic rule's bounds checks
         return sch
