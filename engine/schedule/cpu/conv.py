@@ -215,7 +215,12 @@ class Conv2dNCHW(ScheduleRule):
         xo, xi = sch.split(x, [None, xt])
         # Reduction loops outside the register tile; (n, f-tile, row) is the parallel axis:
         # F/ft * H chunks, >= 8 per core for all layers of the model zoo nets.
-        sch.reorder(*outer, xo, rc, ry, rx, xi, fi)
+        window = int(stmt.iter_vars[5].dom.extent) * int(stmt.iter_vars[6].dom.extent) > 1
+        taps_outside = window and isa.taps_outside_from is not None and xt >= isa.taps_outside_from
+        if taps_outside:  # see Isa.taps_outside_from
+            sch.reorder(*outer, xo, ry, rx, rc, xi, fi)
+        else:
+            sch.reorder(*outer, xo, rc, ry, rx, xi, fi)
         par = sch.fuse(*outer)
         sch.parallel(par)
         row_writeback = isa.row_writeback and ft >= isa.lanes()
@@ -237,7 +242,7 @@ class Conv2dNCHW(ScheduleRule):
         sch.transform_layout(conv, ("write", 0), lambda n_, f_, y_, x_: (n_, y_, x_, f_))
         sch.unroll(xi)
         sch.vectorize(fi)
-        init = sch.decompose_reduction(conv, rc)
+        init = sch.decompose_reduction(conv, ry if taps_outside else rc)
         il = sch.get_loops(init)[-2:]
         sch.unroll(il[0])
         sch.vectorize(il[1])

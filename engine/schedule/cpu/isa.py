@@ -29,6 +29,15 @@ class Isa:
     # channel-repacked input. Per kernel on a 2-core EPYC: AVX-512 28-wide 0.79-0.85x,
     # 14-wide 0.86x; AVX2 code (--arch haswell) 14-wide 1.57x, 7-wide 1.13x slower.
     depthwise_rows: bool = False
+    # From this many output columns per register tile, a conv with a window (3x3, ...)
+    # reduces over the input channels innermost, its taps outside (None: never). With the
+    # taps innermost LLVM unrolls them and keeps each broadcast input column for the next
+    # tap; without a broadcast operand (AVX2) those columns spill to the stack past ~10.
+    # Per kernel, AVX2 code (--arch haswell) on a 2-core Zen 5 EPYC: squeezenet's 13-wide
+    # 3x3 convs 0.69-0.70x, 55-wide (11-column tiles) 0.86x; 9-column tiles 1.04x and
+    # 7-column 1.03-1.11x slower (resnet50, inception_v2), so not there. AVX-512 13-wide:
+    # 1.23x slower (484 -> 393 GFLOP/s), so never.
+    taps_outside_from: int | None = None
 
     def lanes(self, dtype_bits: int = 32) -> int:
         return max(self.vector_bits // dtype_bits, 1)
@@ -47,7 +56,7 @@ class Isa:
 MAX_ACCUMULATORS = 18
 
 AVX512 = Isa("avx512", 512, 32, row_writeback=True, depthwise_rows=True)
-AVX2 = Isa("avx2", 256, 16)
+AVX2 = Isa("avx2", 256, 16, taps_outside_from=11)
 SSE = Isa("sse", 128, 16)
 NEON = Isa("neon", 128, 32)
 
