@@ -90,10 +90,28 @@ def test_short_expansions_are_pixel_vectorised(c, f, hw):
 
 
 def test_the_expansion_bound_is_in_vectors_of_the_isa():
-    """AVX2 has 8 lanes: 64 input channels are its 8 vectors, 128 are past them."""
+    """AVX2 has 8 lanes: 64 input channels are its 8 vectors, 128 are past them (on 28-wide
+    maps, where the channel tile has 16 channels x 4 columns: 8 accumulators)."""
     avx2 = tvm.target.Target({"kind": "llvm", "mcpu": "haswell", "num-cores": 2})
-    assert Conv1x1Pixels().apply(_conv_func(_conv_module(64, 256, 1, 14)[0]), avx2) is not None
-    assert Conv1x1Pixels().apply(_conv_func(_conv_module(128, 512, 1, 14)[0]), avx2) is None
+    assert Conv1x1Pixels().apply(_conv_func(_conv_module(64, 256, 1, 28)[0]), avx2) is not None
+    assert Conv1x1Pixels().apply(_conv_func(_conv_module(128, 512, 1, 28)[0]), avx2) is None
+
+
+def test_a_channel_tile_with_few_accumulators_takes_pixel_tiles():
+    """AVX2 on 14-wide maps: the channel tile is 8 channels x 7 columns, 7 accumulators, too
+    few to hide the FMA latency; 196 pixels make pixel tiles with more. 49 pixels (7x7)
+    stay with the channel rule (measured slower as pixels), and so does AVX-512, whose
+    channel tile there has 14."""
+    avx2 = tvm.target.Target({"kind": "llvm", "mcpu": "haswell", "num-cores": 2})
+    mod, w, b = _conv_module(256, 1024, 1, 14)
+    assert Conv1x1Pixels().apply(_conv_func(mod), avx2) is not None
+    assert Conv1x1Pixels().apply(_conv_func(mod), TARGET) is None
+    assert Conv1x1Pixels().apply(_conv_func(_conv_module(512, 2048, 1, 7)[0]), avx2) is None
+    x = RNG.standard_normal((1, 256, 14, 14)).astype("float32")
+    sched = schedule_module(mod, avx2)
+    lib = relax.build(sched, target=avx2)
+    got = relax.VirtualMachine(lib, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    np.testing.assert_allclose(got, _reference(x, w, b, 1), rtol=1e-4, atol=1e-4)
 
 
 def test_pixel_tiles_follow_the_isa():

@@ -77,6 +77,15 @@ def _short_expansion(groups: int, n_c: int, n_f: int, isa: Isa) -> bool:
     return groups == 1 and n_f >= n_c and n_c <= EXPANSION_MAX_VECTORS * isa.lanes()
 
 
+def _few_accumulators(tile: tuple[int, int], pixels: int, isa: Isa) -> bool:
+    """The channel rule's (ft, xt) tile has fewer accumulators than hide the FMA latency
+    (AVX2 on 14-wide maps: 8 channels x 7 columns) and the map has at least 8 pixel
+    vectors. Per kernel, AVX2 code (--arch haswell) on a 2-core Zen 5: resnet50's 1x1 convs
+    at 14x14 0.88-0.92x as pixel tiles; at 7x7 (49 pixels, 6 vectors) 1.02-1.10x slower."""
+    ft, xt = tile
+    return -(-ft // isa.lanes()) * xt < MIN_ACCUMULATORS and pixels >= 8 * isa.lanes()
+
+
 def _partitions(sch: s_tir.Schedule, name: str) -> list[str]:
     """Names of the blocks loop_partition made of block `name`, in loop order (it names
     them `name_<loop><k>` inside `..._common` / `..._partition` wrapper blocks)."""
@@ -107,7 +116,8 @@ class Conv1x1Pixels(ScheduleRule):
         if self.tile is None and not _short_expansion(groups, match.n_cg, n_f, isa):
             narrow = groups > 1
             channel_tile = _choose_tile(n_fg if narrow else n_f, n_w, isa, narrow=narrow)
-            if channel_tile is not None and channel_tile[0] >= isa.lanes():
+            if channel_tile is not None and channel_tile[0] >= isa.lanes() \
+                    and not _few_accumulators(channel_tile, n_h * n_w, isa):
                 return None  # whole channel vectors: the channel rule's micro-kernel
         # (a 1x1 unpadded conv's "pad" producer is an identity copy: inlined)
         stages = conv_stages(sch, match, inline_producers=True)
