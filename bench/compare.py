@@ -21,6 +21,9 @@ processes hits all of them.
 - `tvm-unscheduled`: `tvm.compile` of the imported module, no schedule at all. No TVM user
   ships it; it is printed last, labelled, and is in no geomean.
 
+`--arch haswell` builds our variants as AVX2 code; add `--peer-isa avx2` on an AVX-512
+machine and onnxruntime runs its AVX2 kernels too (bench/peer_isa.py): AVX2 against AVX2.
+
 Every run writes its raw data (samples, medians, spreads, compile times, launches, tuning
 facts, notes) with the date, CPU and versions to bench/results/compare-<UTC time>.json.
 """
@@ -46,6 +49,7 @@ from engine.cores import configure_runtime  # noqa: E402
 
 THREADS = configure_runtime()  # before any kernel runs: every TVM build gets the same pool
 
+import peer_isa  # noqa: E402
 from run_record import RESULTS, write_raw  # noqa: E402
 
 QUICK_MODELS = ["inception_block", "fire_module", "mha_block", "moe_block", "mobilenet_block", "bert_encoder",
@@ -212,7 +216,7 @@ def _output_error(ret, reference: list, rtol: float = 1e-3, atol: float = 1e-4) 
 
 
 def bench_model(spec: str, runs: int, unscheduled_runs: int, cotune_trials: int = 0,
-                tune_trials: int = 0, arch: str | None = None) -> Row:
+                tune_trials: int = 0, arch: str | None = None, peer_arch: str | None = None) -> Row:
     import tvm
     from tvm import relax
 
@@ -229,7 +233,7 @@ def bench_model(spec: str, runs: int, unscheduled_runs: int, cotune_trials: int 
     inputs = model.random_inputs(0)
     dev = tvm.cpu()
     args = [tvm.runtime.tensor(inputs[s.name], dev) for s in model.inputs]
-    target = get_target("llvm").target(None)
+    target = get_target("llvm").target(peer_arch)  # the MetaSchedule peer's
     fns: dict[str, object] = {}
 
     def timed(name: str, executable) -> None:
@@ -477,9 +481,22 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", default=None,
                     help="build our variants for this llvm -mcpu (e.g. haswell: AVX2 code on an AVX-512 "
                          "machine); the peers stay native, so only our side's ratios change")
+    ap.add_argument("--peer-isa", choices=peer_isa.CHOICES, default="native",
+                    help="avx2: onnxruntime runs its AVX2 kernels (CPUID hides AVX-512 from the process: "
+                         "bench/peer_isa.py; Linux, CPUs with CPUID faulting) and the MetaSchedule peer builds "
+                         "for --arch; with --arch haswell an AVX2-to-AVX2 comparison on an AVX-512 machine")
     ap.add_argument("--unscheduled-runs", type=int, default=None,
                     help="runs of the unscheduled TVM build (default 3 in --quick, else 10; 0: skip it)")
     args = ap.parse_args(argv)
+    if args.peer_isa != "native" and args.arch is None:
+        print(f"--peer-isa {args.peer_isa} compares with our code for that ISA: add --arch (e.g. haswell)",
+              file=sys.stderr)
+        return 2
+    try:
+        peer_isa.ensure(args.peer_isa, [str(Path(__file__).resolve()), *(sys.argv[1:] if argv is None else argv)])
+    except peer_isa.PeerIsaError as err:
+        print(err, file=sys.stderr)
+        return 2
     models = args.models or QUICK_MODELS
     runs = args.runs or (10 if args.quick else 30)
     unscheduled_runs = args.unscheduled_runs if args.unscheduled_runs is not None else (3 if args.quick else 10)
@@ -493,12 +510,17 @@ def main(argv=None) -> int:
         cotune = args.cotune_trials if args.cotune_trials is not None else (
             0 if args.quick and spec.startswith("zoo:") else 8)
         trials = args.tune_trials if spec in args.tune_models else 0
-        rows.append(bench_model(spec, runs, unscheduled_runs, cotune, trials, args.arch))
+        rows.append(bench_model(spec, runs, unscheduled_runs, cotune, trials, args.arch,
+                                args.arch if args.peer_isa != "native" else None))
         print(f"[{spec}] measured in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     summary = summarise(rows)
     print_table(rows, summary)
     command = " ".join(["bench/compare.py", *(sys.argv[1:] if argv is None else argv)])
+    if args.peer_isa != "native":
+        print(f"peers: onnxruntime ran its {args.peer_isa} kernels (CPUID hid AVX-512 from this process), "
+              f"MetaSchedule built for --arch {args.arch}")
     settings = {"command": command, "runs": runs, "unscheduled_runs": unscheduled_runs, "arch": args.arch,
+                "peer_isa": args.peer_isa,
                 "tune_trials": args.tune_trials, "tune_models": args.tune_models,
                 "wall_s": round(time.time() - started, 1)}
     for path in write_results(rows, summary, settings, also=args.json):

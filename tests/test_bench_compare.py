@@ -149,3 +149,42 @@ def test_an_arch_build_is_fused_by_that_arch_plan():
     assert approved == sorted(d.title() for d in want.decisions if d.kind.vertical and d.status.value != "rejected")
     assert approved == ["block0/dw/conv | block0/project/conv", "block1/dw/conv | block1/project/conv"]
     assert built.fingerprint == want.fingerprint
+
+
+def test_peer_isa_avx2_needs_our_code_for_that_isa(capsys):
+    assert compare.main(["--peer-isa", "avx2", "--models", "fire_module"]) == 2
+    assert "add --arch" in capsys.readouterr().err
+
+
+def _can_hide_avx512() -> bool:
+    import shutil
+
+    from numpy._core._multiarray_umath import __cpu_features__ as features
+
+    cpuinfo = Path("/proc/cpuinfo")
+    return (features.get("AVX512F") and cpuinfo.exists() and "cpuid_fault" in cpuinfo.read_text()
+            and shutil.which("cc") is not None)
+
+
+@pytest.mark.skipif(not _can_hide_avx512(), reason="needs an AVX-512 Linux machine with CPUID faulting and cc")
+def test_the_shim_hides_avx512_from_cpuid():
+    """Under bench/hide_avx512.c numpy's (and onnxruntime's) run-time dispatch sees AVX2 and
+    no AVX-512; the process otherwise runs as usual."""
+    import os
+    import subprocess
+
+    import peer_isa
+
+    probe = ("from numpy._core._multiarray_umath import __cpu_features__ as f; "
+             "import numpy as np; assert np.dot(np.ones(64), np.ones(64)) == 64; print(f['AVX512F'], f['AVX2'])")
+    env = dict(os.environ, LD_PRELOAD=str(peer_isa._shim()))
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"]
+
+
+def test_a_native_peer_isa_leaves_the_process_alone(monkeypatch):
+    import peer_isa
+
+    monkeypatch.setattr(peer_isa.os, "execve", lambda *a: pytest.fail("re-executed"))
+    peer_isa.ensure("native", ["compare.py"])
