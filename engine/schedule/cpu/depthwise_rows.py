@@ -37,7 +37,9 @@ from engine.schedule.cpu.isa import isa_of
 # as many: on a 2-core AVX-512 EPYC, 28-wide rows ran 0.79x the channel rule's time with
 # 4-row tiles and 2.7x with 7-row ones (spills), 14-wide rows 0.87x with 7 rows and 1.8x
 # with 2.
-MAX_ROW_VECTORS = 2
+# Up to four vectors per row: AVX-512 56-wide rows (2-row tiles) ran 0.57-0.59x, AVX2 code's
+# 28-wide 0.76x (per kernel, 2-core Zen 5; 112-wide rows, 7 AVX-512 vectors, not measured).
+MAX_ROW_VECTORS = 4
 MAX_ACCUMULATORS = 8
 # Tasks per core from which a task is a whole channel plane (padded in the task).
 PLANE_TASKS_PER_CORE = 4

@@ -24,10 +24,11 @@ class Isa:
     # 2-core Xeon: resnet50 0.94x, squeezenet 0.90-0.95x, shufflenet 0.985x end to end;
     # AVX2 code (--arch haswell on the same Xeon): resnet50 1.03-1.07x, so not there.
     row_writeback: bool = False
-    # Run stride-1 depthwise convs on 14-28 wide maps along output rows
-    # (engine.schedule.cpu.depthwise_rows, the default where set) instead of on a
-    # channel-repacked input. Per kernel on a 2-core EPYC: AVX-512 28-wide 0.79-0.85x,
-    # 14-wide 0.86x; AVX2 code (--arch haswell) 14-wide 1.57x, 7-wide 1.13x slower.
+    # Run stride-1 depthwise convs along output rows (engine.schedule.cpu.depthwise_rows,
+    # the default where set) instead of on a channel-repacked input. Per kernel on a 2-core
+    # Zen 5 EPYC: AVX-512 56-wide 0.57-0.59x, 28-wide 0.79-0.85x, 14-wide 0.86x; AVX2 code
+    # (--arch haswell), a channel plane per task: 28-wide 0.76-0.86x, 14-wide 0.83-0.85x,
+    # 7-wide 0.96-1.05x (as row tiles after a padding pass it had run 14-wide 1.57x slower).
     depthwise_rows: bool = False
     # From this many output columns per register tile, a conv with a window (3x3, ...)
     # reduces over the input channels innermost, its taps outside (None: never). With the
@@ -56,7 +57,7 @@ class Isa:
 MAX_ACCUMULATORS = 18
 
 AVX512 = Isa("avx512", 512, 32, row_writeback=True, depthwise_rows=True)
-AVX2 = Isa("avx2", 256, 16, taps_outside_from=11)
+AVX2 = Isa("avx2", 256, 16, depthwise_rows=True, taps_outside_from=11)
 SSE = Isa("sse", 128, 16)
 NEON = Isa("neon", 128, 32)
 
