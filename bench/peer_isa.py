@@ -20,6 +20,7 @@ from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parent / "hide_avx512.c"
 MARK = "BLOCKWISE_PEER_ISA"
+CPUINFO = Path("/proc/cpuinfo")
 CHOICES = ("native", "avx2")
 
 
@@ -68,7 +69,7 @@ def ensure(isa: str, argv: list[str]) -> None:
         raise PeerIsaError("--peer-isa avx2 works on Linux only (it traps CPUID)")
     if not _avx512_visible():
         return  # an AVX2 machine: the peers run AVX2 kernels already
-    if "cpuid_fault" not in Path("/proc/cpuinfo").read_text():
+    if not CPUINFO.exists() or "cpuid_fault" not in CPUINFO.read_text():
         raise PeerIsaError("--peer-isa avx2: this CPU (or its hypervisor) has no CPUID faulting "
                            "(cpuid_fault in /proc/cpuinfo), so AVX-512 cannot be hidden")
     shim = _shim()

@@ -188,3 +188,16 @@ def test_a_native_peer_isa_leaves_the_process_alone(monkeypatch):
 
     monkeypatch.setattr(peer_isa.os, "execve", lambda *a: pytest.fail("re-executed"))
     peer_isa.ensure("native", ["compare.py"])
+
+
+def test_no_cpuid_faulting_is_one_line(monkeypatch, tmp_path):
+    import peer_isa
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("flags\t\t: fpu avx2 avx512f\n")
+    monkeypatch.setattr(peer_isa, "CPUINFO", cpuinfo)
+    monkeypatch.setattr(peer_isa, "_avx512_visible", lambda: True)
+    monkeypatch.delenv(peer_isa.MARK, raising=False)
+    monkeypatch.setattr(peer_isa.os, "execve", lambda *a: pytest.fail("re-executed"))
+    with pytest.raises(peer_isa.PeerIsaError, match="no CPUID faulting"):
+        peer_isa.ensure("avx2", ["compare.py"])

@@ -48,10 +48,11 @@ def test_a_13_wide_map_is_one_avx2_tile():
     assert register_tiles(1008, 13, AVX2)[0] == (8, 13)
 
 
-def _conv_asm(cpu):
-    w = np.random.default_rng(0).random((64, 32, 3, 3), dtype="float32")
+def _conv_build(cpu, c=32, f=64, hw=28):
+    """(scheduled TIR, assembly) of a c -> f 3x3 conv + relu on hw x hw maps for `cpu`."""
+    w = np.random.default_rng(0).random((f, c, 3, 3), dtype="float32")
     bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((1, 32, 28, 28), "float32"))
+    x = relax.Var("x", relax.TensorType((1, c, hw, hw), "float32"))
     with bb.function("main", [x]):
         with bb.dataflow():
             out = bb.emit_output(relax.op.nn.relu(relax.op.nn.conv2d(x, relax.const(w), padding=1)))
@@ -60,7 +61,11 @@ def _conv_asm(cpu):
     sched = schedule_module(fuse_module(bb.get()), target)
     conv = next(f for gv, f in sched.functions_items() if "conv2d" in gv.name_hint and isinstance(f, tvm.tirx.PrimFunc))
     lib = tvm.compile(tvm.IRModule({"conv": conv.with_attr("global_symbol", "conv")}), target=target)
-    return lib.mod.inspect_source("asm")
+    return conv.script(), lib.mod.inspect_source("asm")
+
+
+def _conv_asm(cpu):
+    return _conv_build(cpu)[1]
 
 
 def test_an_avx2_build_uses_ymm_registers_without_spilling_more_than_avx512():
@@ -79,18 +84,7 @@ def _conv13_asm(monkeypatch, **isa_fields):
     import engine.schedule.cpu.isa as isa_mod
 
     monkeypatch.setattr(isa_mod, "AVX2", dataclasses.replace(AVX2, **isa_fields))
-    w = np.random.default_rng(0).random((256, 64, 3, 3), dtype="float32")
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((1, 64, 13, 13), "float32"))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            out = bb.emit_output(relax.op.nn.relu(relax.op.nn.conv2d(x, relax.const(w), padding=1)))
-        bb.emit_func_output(out)
-    target = _llvm("haswell")
-    sched = schedule_module(fuse_module(bb.get()), target)
-    conv = next(f for gv, f in sched.functions_items() if "conv2d" in gv.name_hint and isinstance(f, tvm.tirx.PrimFunc))
-    lib = tvm.compile(tvm.IRModule({"conv": conv.with_attr("global_symbol", "conv")}), target=target)
-    return conv.script(), lib.mod.inspect_source("asm")
+    return _conv_build("haswell", 64, 256, 13)
 
 
 def test_a_wide_avx2_tile_reduces_over_channels_innermost(monkeypatch):
