@@ -137,18 +137,19 @@ def test_onnxruntime_and_our_builds_are_timed_in_turns(monkeypatch):
 
 
 def test_an_arch_build_is_fused_by_that_arch_plan():
-    """With `--arch haswell` the block-level variant approves the pairs of the AVX2 kernels
-    (mobilenet_block's depthwise -> project row bands), not the host's: AVX-512 code runs the
-    depthwise conv a plane per task, whose pairs differ."""
+    """With `--arch haswell` the block-level variant takes the plan of the AVX2 kernels, not
+    the host's: mobilenet_block's AVX-512 kernels have two expand -> depthwise channel bands,
+    its AVX2 kernels none (the AVX2 expand conv's chunks are pixel tiles of a channel tile),
+    so the AVX2 build has no block-level variant."""
     from engine.session import Session
 
     session = Session("mobilenet_block")
-    built = compare._variants(session, 0, arch="haswell")["+block-fusion"]().plan
+    host = [d for d in session.propose("llvm").plan.decisions if d.kind.vertical and d.status.value != "rejected"]
+    assert len(host) == 2
     want = session.propose("llvm", arch="haswell").plan
-    approved = sorted(d.title() for d in built.approved())
-    assert approved == sorted(d.title() for d in want.decisions if d.kind.vertical and d.status.value != "rejected")
-    assert approved == ["block0/dw/conv | block0/project/conv", "block1/dw/conv | block1/project/conv"]
-    assert built.fingerprint == want.fingerprint
+    assert not [d for d in want.decisions if d.kind.vertical and d.status.value != "rejected"]
+    assert isinstance(compare._variants(session, 0, arch="haswell")["+block-fusion"], str)
+    assert not isinstance(compare._variants(session, 0)["+block-fusion"], str)
 
 
 def test_peer_isa_avx2_needs_our_code_for_that_isa(capsys):
