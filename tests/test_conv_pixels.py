@@ -148,3 +148,17 @@ def test_pixel_knobs_are_tuned_and_replayed():
     # 40 channels: half-vector channel tiles stay in the space beside the pixel tiles
     dense = [k for k, _ in member_variants(_conv_func(_conv_module(64, 40, 1, 7)[0]), TARGET)]
     assert dense[0][0] == "px" and any(len(k) == 2 for k in dense)
+
+
+def test_whole_pixel_tiles_run_pixels_outer_so_channel_bands_fuse():
+    """AVX2 pixel tiles divide mobilenet_block's 784 pixels: with the channel tiles of one
+    pixel tile in turn, a chunk writes one channel tile's pixels, a unit of channels the
+    row-band code generator takes, so the expand -> depthwise channel bands are proposed as
+    on AVX-512 (with the pixel tiles of a channel tile in turn they were not)."""
+    from engine.session import Session
+
+    plan = Session("mobilenet_block").propose("llvm", arch="haswell").plan
+    bands = [d for d in plan.decisions if d.kind.value == "row-band vertical" and d.status.value == "proposed"]
+    assert sorted(d.title() for d in bands) == ["block0/expand/conv | block0/dw/conv",
+                                                "block1/expand/conv | block1/dw/conv"]
+    assert all(d.evidence.rows.axis == "channels" for d in bands)
