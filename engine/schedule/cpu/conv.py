@@ -125,6 +125,12 @@ def channel_tiles(lanes: int, narrow: bool = False) -> tuple[int, ...]:
     return tuple(tiles)
 
 
+def accumulators(tile: tuple[int, int], lanes: int) -> int:
+    """Accumulator vectors of an (ft, xt) register tile: ft channels in vectors, xt columns."""
+    ft, xt = tile
+    return -(-ft // lanes) * xt
+
+
 def register_tiles(n_out_ch: int, out_w: int, isa: Isa, narrow: bool = False) -> list[tuple[int, int]]:
     """Every (ft, xt) register tile for `isa`: ft output channels (a divisor of the channel
     count) x xt output columns (a divisor of the width: no predicates inside the
@@ -137,7 +143,7 @@ def register_tiles(n_out_ch: int, out_w: int, isa: Isa, narrow: bool = False) ->
 
     order = lambda t: (-t[0] * t[1], -t[0])
     tiles = sorted([t for ft in channel_tiles(lanes, narrow) for t in of(ft)], key=order)
-    if not narrow and (not tiles or -(-tiles[0][0] // lanes) * tiles[0][1] < isa.max_rows(1) // 2):
+    if not narrow and (not tiles or accumulators(tiles[0], lanes) < isa.max_rows(1) // 2):
         # a width with no good divisor fills under half the accumulators the ISA allows
         # (squeezenet's stem on AVX-512, 111 = 3 x 37: 6 of 18): four channel vectors per
         # column; the stem's 64x3 tile ran 0.204 -> 0.167 ms (2-core AVX-512 EPYC)
@@ -215,8 +221,8 @@ class Conv2dNCHW(ScheduleRule):
         xo, xi = sch.split(x, [None, xt])
         # Reduction loops outside the register tile; (n, f-tile, row) is the parallel axis:
         # F/ft * H chunks, >= 8 per core for all layers of the model zoo nets.
-        window = int(stmt.iter_vars[5].dom.extent) * int(stmt.iter_vars[6].dom.extent) > 1
-        taps_outside = window and isa.taps_outside_from is not None and xt >= isa.taps_outside_from
+        taps = int(stmt.iter_vars[5].dom.extent) * int(stmt.iter_vars[6].dom.extent)
+        taps_outside = taps > 1 and isa.taps_outside_from is not None and xt >= isa.taps_outside_from
         if taps_outside:  # see Isa.taps_outside_from
             sch.reorder(*outer, xo, ry, rx, rc, xi, fi)
         else:
@@ -224,7 +230,7 @@ class Conv2dNCHW(ScheduleRule):
         par = sch.fuse(*outer)
         sch.parallel(par)
         row_writeback = isa.row_writeback and ft >= isa.lanes()
-        steps = match.n_cg * int(stmt.iter_vars[5].dom.extent) * int(stmt.iter_vars[6].dom.extent)
+        steps = match.n_cg * taps
         if row_writeback and steps <= ROW_EPILOGUE_MAX_STEPS:
             sch.reverse_compute_at(last, par, preserve_unit_loops=True)  # the whole row's tiles
             e = sch.get_loops(last)[1:]

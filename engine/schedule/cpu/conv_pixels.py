@@ -22,7 +22,7 @@ from tvm import s_tir, tirx
 from tvm.target import Target
 
 from engine.schedule.cpu.common import PREPROC_ATTR, ScheduleRule, num_cores
-from engine.schedule.cpu.conv import _choose_tile, conv_stages, match_conv
+from engine.schedule.cpu.conv import _choose_tile, accumulators, conv_stages, match_conv
 from engine.schedule.cpu.isa import Isa, isa_of
 
 PIXEL_VECTORS = (2, 1, 4)  # preferred first: measured 8x2 < 4x4 < 16x1 (2-core AVX-512 EPYC)
@@ -82,8 +82,7 @@ def _few_accumulators(tile: tuple[int, int], pixels: int, isa: Isa) -> bool:
     (AVX2 on 14-wide maps: 8 channels x 7 columns) and the map has at least 8 pixel
     vectors. Per kernel, AVX2 code (--arch haswell) on a 2-core Zen 5: resnet50's 1x1 convs
     at 14x14 0.88-0.92x as pixel tiles; at 7x7 (49 pixels, 6 vectors) 1.02-1.10x slower."""
-    ft, xt = tile
-    return -(-ft // isa.lanes()) * xt < MIN_ACCUMULATORS and pixels >= 8 * isa.lanes()
+    return accumulators(tile, isa.lanes()) < MIN_ACCUMULATORS and pixels >= 8 * isa.lanes()
 
 
 def _partitions(sch: s_tir.Schedule, name: str) -> list[str]:
@@ -163,14 +162,11 @@ def _schedule(sch, conv, last, n_w: int, pixels: int, ft: int, pv: int, lanes: i
     fo, fi = sch.split(f, [None, ft])
     tile = pv * lanes
     whole = pixels // tile * tile
-    if whole == pixels:  # whole tiles only: parallel over (pixel tile, channel tile), see _schedule
+    if whole == pixels:  # whole tiles only: parallel over both tiles, in `pixels_outer` order
         po, p = sch.split(p, [None, tile])
-        if pixels_outer:
-            sch.reorder(n, po, fo, p, rc, ry, rx, fi)
-            par = sch.fuse(n, po, fo)
-        else:
-            sch.reorder(n, fo, po, p, rc, ry, rx, fi)
-            par = sch.fuse(n, fo, po)
+        tiles = (po, fo) if pixels_outer else (fo, po)
+        sch.reorder(n, *tiles, p, rc, ry, rx, fi)
+        par = sch.fuse(n, *tiles)
     else:  # the partitioned pixel loop stays inside one chunk per channel tile
         sch.reorder(n, fo, p, rc, ry, rx, fi)
         par = sch.fuse(n, fo)
