@@ -8,8 +8,8 @@ import tvm
 from tvm import relax
 
 from engine.pipeline import fuse_module
-from engine.schedule.cpu.conv import register_tiles
-from engine.schedule.cpu.isa import AVX2, AVX512, NEON, SSE, isa_of
+from engine.schedule.cpu.conv import _choose_tile, accumulators, loads_per_fma, register_tiles
+from engine.schedule.cpu.isa import AVX2, AVX512, MIN_ACCUMULATORS, NEON, SSE, isa_of
 from engine.schedule.cpu.rules import Matmul, schedule_module
 
 
@@ -46,6 +46,24 @@ def test_a_13_wide_map_is_one_avx2_tile():
     """squeezenet's conv10 (13x13 output): 13 one-vector rows fit AVX2's 16 registers; with
     12 the widest tile dividing 13 was one column (4.7x onnxruntime's latency)."""
     assert register_tiles(1008, 13, AVX2)[0] == (8, 13)
+
+
+def test_without_a_broadcast_operand_the_tile_loads_least_per_fma():
+    """A 55-wide map (squeezenet's and inception_v1's first convs): AVX2 and SSE take two
+    channel vectors x 5 columns (7 loads per 10 FMAs) over one vector x 11 (12 per 11), which
+    ran 0.84-0.95x; AVX-512, whose FMA broadcasts its operand, keeps the most accumulators."""
+    assert _choose_tile(64, 55, AVX2) == (16, 5)
+    assert _choose_tile(64, 55, SSE) == (8, 5)
+    assert _choose_tile(64, 55, AVX512) == register_tiles(64, 55, AVX512)[0] == (16, 11)
+    for isa in (AVX2, SSE):
+        lanes = isa.lanes()
+        for n_f, n_w in [(64, 55), (192, 56), (256, 28), (1008, 13), (96, 27)]:
+            tile = _choose_tile(n_f, n_w, isa)
+            enough = [t for t in register_tiles(n_f, n_w, isa) if accumulators(t, lanes) >= MIN_ACCUMULATORS]
+            assert accumulators(tile, lanes) >= MIN_ACCUMULATORS
+            assert loads_per_fma(tile, lanes) == min(loads_per_fma(t, lanes) for t in enough), (isa.name, n_f, n_w)
+    # no tile with enough accumulators (14-wide: 8 x 7 on AVX2): the most accumulators
+    assert _choose_tile(256, 14, AVX2) == register_tiles(256, 14, AVX2)[0]
 
 
 def _conv_build(cpu, c=32, f=64, hw=28):

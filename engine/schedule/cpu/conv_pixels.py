@@ -23,7 +23,7 @@ from tvm.target import Target
 
 from engine.schedule.cpu.common import PREPROC_ATTR, ScheduleRule, num_cores
 from engine.schedule.cpu.conv import _choose_tile, accumulators, conv_stages, match_conv
-from engine.schedule.cpu.isa import Isa, isa_of
+from engine.schedule.cpu.isa import MIN_ACCUMULATORS, Isa, isa_of
 
 PIXEL_VECTORS = (2, 1, 4)  # preferred first: measured 8x2 < 4x4 < 16x1 (2-core AVX-512 EPYC)
 
@@ -55,8 +55,6 @@ def pixel_tiles(n_f: int, pixels: int, isa: Isa, cores: int = 1) -> list[tuple[i
 # 0.79x of (4, 2): more accumulators beat finer load balance once each core has two chunks.
 MIN_PIXEL_CHUNKS_PER_CORE = 2
 BALANCE = 0.9  # busy share of the cores in the last round of chunks
-# Independent accumulators that hide the FMA latency (4-5 cycles) on two FMA ports.
-MIN_ACCUMULATORS = 8
 
 
 def _fills_the_cores(chunks: int, cores: int) -> bool:

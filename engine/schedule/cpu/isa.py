@@ -39,6 +39,10 @@ class Isa:
     # 7-column 1.03-1.11x slower (resnet50, inception_v2), so not there. AVX-512 13-wide:
     # 1.23x slower (484 -> 393 GFLOP/s), so never.
     taps_outside_from: int | None = None
+    # An FMA can take a memory operand broadcast to every lane (AVX-512's {1toN}, NEON's
+    # by-element FMA). Without one, each broadcast input column is a load into a register of
+    # its own, so a register tile's operand loads per FMA count (engine.schedule.cpu.conv).
+    broadcast_operand: bool = False
 
     def lanes(self, dtype_bits: int = 32) -> int:
         return max(self.vector_bits // dtype_bits, 1)
@@ -55,11 +59,13 @@ class Isa:
 
 
 MAX_ACCUMULATORS = 18
+# Independent accumulators that hide the FMA latency (4-5 cycles) on two FMA ports.
+MIN_ACCUMULATORS = 8
 
-AVX512 = Isa("avx512", 512, 32, row_writeback=True, depthwise_rows=True)
+AVX512 = Isa("avx512", 512, 32, row_writeback=True, depthwise_rows=True, broadcast_operand=True)
 AVX2 = Isa("avx2", 256, 16, depthwise_rows=True, taps_outside_from=11)
 SSE = Isa("sse", 128, 16)
-NEON = Isa("neon", 128, 32)
+NEON = Isa("neon", 128, 32, broadcast_operand=True)
 
 
 def isa_of(target: Target | None) -> Isa:
