@@ -98,8 +98,9 @@ def test_the_expansion_bound_is_in_vectors_of_the_isa():
 
 
 def test_a_channel_tile_with_few_accumulators_takes_pixel_tiles():
-    """AVX2 on 14-wide maps: the channel tile is 8 channels x 7 columns, 7 accumulators, too
-    few to hide the FMA latency; 196 pixels make pixel tiles with more. 49 pixels (7x7)
+    """AVX2 on 14-wide maps: the channel tile of one or two vectors is 8 channels x 7
+    columns, 7 accumulators, too few to hide the FMA latency; 196 pixels make pixel tiles
+    with more (the four-vector 32 x 2 channel tile ran slower there). 49 pixels (7x7)
     stay with the channel rule (measured slower as pixels), and so does AVX-512, whose
     channel tile there has 14."""
     avx2 = tvm.target.Target({"kind": "llvm", "mcpu": "haswell", "num-cores": 2})

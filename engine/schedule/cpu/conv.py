@@ -143,19 +143,23 @@ def register_tiles(n_out_ch: int, out_w: int, isa: Isa, narrow: bool = False) ->
 
     order = lambda t: (-t[0] * t[1], -t[0])
     tiles = sorted([t for ft in channel_tiles(lanes, narrow) for t in of(ft)], key=order)
-    if not narrow and (not tiles or accumulators(tiles[0], lanes) < isa.max_rows(1) // 2):
-        # a width with no good divisor fills under half the accumulators the ISA allows
-        # (squeezenet's stem on AVX-512, 111 = 3 x 37: 6 of 18): four channel vectors per
-        # column; the stem's 64x3 tile ran 0.204 -> 0.167 ms (2-core AVX-512 EPYC)
+    if not narrow and (not isa.broadcast_operand or not tiles
+                       or accumulators(tiles[0], lanes) < isa.max_rows(1) // 2):
+        # Four channel vectors per column: where a width has no good divisor and fills
+        # under half the accumulators the ISA allows (squeezenet's stem on AVX-512, 111 =
+        # 3 x 37: 6 of 18; its 64x3 tile ran 0.204 -> 0.167 ms, 2-core AVX-512 EPYC), and
+        # without a broadcast operand, where 32x2 on AVX2 loads 6 operands per 8 FMAs
+        # (_choose_tile)
         tiles = sorted(tiles + of(4 * lanes), key=order)
     return tiles
 
 
 def loads_per_fma(tile: tuple[int, int], lanes: int) -> float:
-    """Operand loads per FMA of an (ft, xt) tile's reduction step where broadcasts are loads
-    of their own: its weight vectors and xt broadcast input columns, for vectors x xt FMAs."""
-    vectors = -(-tile[0] // lanes)
-    return (vectors + tile[1]) / (vectors * tile[1])
+    """Operand loads per full-width FMA of an (ft, xt) tile's reduction step where broadcasts
+    are loads of their own: its weight vectors and xt broadcast input columns, for ft * xt
+    multiply-adds (a tile narrower than a vector wastes the other lanes)."""
+    ft, xt = tile
+    return (-(-ft // lanes) + xt) / (ft * xt / lanes)
 
 
 # Without a broadcast operand (Isa.broadcast_operand) the tile with the most accumulators
@@ -167,13 +171,14 @@ def loads_per_fma(tile: tuple[int, int], lanes: int) -> float:
 def _choose_tile(n_out_ch: int, out_w: int, isa: Isa, narrow: bool = False) -> tuple[int, int] | None:
     """The default (ft, xt): the most accumulators, the wider channel tile on a tie; where
     the ISA has no broadcast operand, of the tiles with MIN_ACCUMULATORS or more, the one
-    with the fewest operand loads per FMA (then the most accumulators)."""
+    with the fewest operand loads per FMA (then the most accumulators, then the narrower)."""
     tiles = register_tiles(n_out_ch, out_w, isa, narrow)
     lanes = isa.lanes()
     enough = [t for t in tiles if accumulators(t, lanes) >= MIN_ACCUMULATORS]
     if isa.broadcast_operand or not enough:
         return tiles[0] if tiles else None
-    return min(enough, key=lambda t: (round(loads_per_fma(t, lanes), 6), -accumulators(t, lanes)))
+    # ties: the narrower channel tile (more parallel chunks; 28-wide 16x4 and 32x2 ran alike)
+    return min(enough, key=lambda t: (round(loads_per_fma(t, lanes), 6), -accumulators(t, lanes), t[0]))
 
 
 class Conv2dNCHW(ScheduleRule):

@@ -22,7 +22,7 @@ from tvm import s_tir, tirx
 from tvm.target import Target
 
 from engine.schedule.cpu.common import PREPROC_ATTR, ScheduleRule, num_cores
-from engine.schedule.cpu.conv import _choose_tile, accumulators, conv_stages, match_conv
+from engine.schedule.cpu.conv import _choose_tile, accumulators, conv_stages, match_conv, register_tiles
 from engine.schedule.cpu.isa import MIN_ACCUMULATORS, Isa, isa_of
 
 PIXEL_VECTORS = (2, 1, 4)  # preferred first: measured 8x2 < 4x4 < 16x1 (2-core AVX-512 EPYC)
@@ -75,12 +75,18 @@ def _short_expansion(groups: int, n_c: int, n_f: int, isa: Isa) -> bool:
     return groups == 1 and n_f >= n_c and n_c <= EXPANSION_MAX_VECTORS * isa.lanes()
 
 
-def _few_accumulators(tile: tuple[int, int], pixels: int, isa: Isa) -> bool:
-    """The channel rule's (ft, xt) tile has fewer accumulators than hide the FMA latency
-    (AVX2 on 14-wide maps: 8 channels x 7 columns) and the map has at least 8 pixel
-    vectors. Per kernel, AVX2 code (--arch haswell) on a 2-core Zen 5: resnet50's 1x1 convs
-    at 14x14 0.88-0.92x as pixel tiles; at 7x7 (49 pixels, 6 vectors) 1.02-1.10x slower."""
-    return accumulators(tile, isa.lanes()) < MIN_ACCUMULATORS and pixels >= 8 * isa.lanes()
+def _few_accumulators(n_f: int, n_w: int, pixels: int, isa: Isa, narrow: bool) -> bool:
+    """The channel rule's tiles of one or two channel vectors have fewer accumulators than
+    hide the FMA latency (AVX2 on 14-wide maps: 8 channels x 7 columns) and the map has at
+    least 8 pixel vectors. Per kernel, AVX2 code (--arch haswell) on a 2-core Zen 5:
+    resnet50's 1x1 convs at 14x14 0.88-0.92x as pixel tiles; at 7x7 (49 pixels, 6 vectors)
+    1.02-1.10x slower. The channel rule's four-vector tile there (32 x 2, engine.schedule.
+    cpu.conv._choose_tile) ran 1.03-1.32x slower than pixel tiles on the 1x1 convs of
+    inception_v2 and densenet121, so it does not count."""
+    lanes = isa.lanes()
+    most = max((accumulators(t, lanes) for t in register_tiles(n_f, n_w, isa, narrow) if t[0] <= 2 * lanes),
+               default=0)
+    return most < MIN_ACCUMULATORS and pixels >= 8 * lanes
 
 
 def _partitions(sch: s_tir.Schedule, name: str) -> list[str]:
@@ -112,9 +118,10 @@ class Conv1x1Pixels(ScheduleRule):
         isa = isa_of(target)
         if self.tile is None and not _short_expansion(groups, match.n_cg, n_f, isa):
             narrow = groups > 1
-            channel_tile = _choose_tile(n_fg if narrow else n_f, n_w, isa, narrow=narrow)
+            n_tile = n_fg if narrow else n_f
+            channel_tile = _choose_tile(n_tile, n_w, isa, narrow=narrow)
             if channel_tile is not None and channel_tile[0] >= isa.lanes() \
-                    and not _few_accumulators(channel_tile, n_h * n_w, isa):
+                    and not _few_accumulators(n_tile, n_w, n_h * n_w, isa, narrow):
                 return None  # whole channel vectors: the channel rule's micro-kernel
         # (a 1x1 unpadded conv's "pad" producer is an identity copy: inlined)
         stages = conv_stages(sch, match, inline_producers=True)
