@@ -80,6 +80,9 @@ class Gain:
     kept_bytes: int = 0
     scratch_bytes: int = 0
     recomputed: float = 0.0
+    # whether estimated_us prices the memory facts above (a target whose cost model has no
+    # memory bandwidth, llvm, counts only launches and work)
+    memory_priced: bool = True
 
     def with_launch(self, shape) -> "Gain":
         """With a fused kernel's launch facts (codegen LaunchShape; None: unchanged)."""

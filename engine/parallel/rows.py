@@ -76,7 +76,8 @@ def _decision(did: str, graph, kg: KernelGraph, p: int, c: int, link: RowLink, m
                 utilisation_after=round(busy_share(link.tasks, model.cores), 4),
                 estimated_us=round(model.launch_us + link.kept_bytes * per_byte
                                    - link.recomputed * infos[0].flops / (model.flops_per_us_per_core * model.cores), 2),
-                kept_bytes=link.kept_bytes, scratch_bytes=link.scratch_bytes, recomputed=link.recomputed)
+                kept_bytes=link.kept_bytes, scratch_bytes=link.scratch_bytes, recomputed=link.recomputed,
+                memory_priced=bool(model.bytes_per_us))
     name = lambda m: m.labels[0] if m.labels else m.func
     evidence = Evidence(f"{name(infos[0])} -> {name(infos[1])}", ((p,), (c,)), no_path=False,
                         no_member_reads_another=False, launch_after=p, first_consumer=c,

@@ -326,7 +326,7 @@ def propose_slices(scheduled, graph, kg: KernelGraph, start: int, model, chunks,
                     utilisation_after=round(weighted_busy(work[:-1], busy[:-1], model.cores), 4),
                     estimated_us=round(model.launch_us * len(producers)
                                        + (2 * kept / model.bytes_per_us if model.bytes_per_us else 0.0), 2),
-                    kept_bytes=kept)
+                    kept_bytes=kept, memory_priced=bool(model.bytes_per_us))
         evidence = Evidence(f"{' + '.join(name(m) for m in infos[:-1])} -> {name(infos[-1])}",
                             tuple((k,) for k in ks), no_path=False, no_member_reads_another=False,
                             launch_after=max(producers), first_consumer=c, reorder_needed=False,

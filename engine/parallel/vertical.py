@@ -97,7 +97,7 @@ def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, s
                     utilisation_before=round(before, 4),
                     utilisation_after=round(busy_share(link.producer_blocks, model.cores), 4),
                     estimated_us=round(model.launch_us + (reread / model.bytes_per_us if model.bytes_per_us else 0.0), 2),
-                    reread_bytes=reread)
+                    reread_bytes=reread, memory_priced=bool(model.bytes_per_us))
         status, reason = DecisionStatus.PROPOSED, ""
         try:
             codegen.vertical(mod[funcs[0]], mod[funcs[1]], funcs, link, target)

@@ -43,6 +43,13 @@ def reread_text(gain) -> str:
             f"memory, 0 bytes kept off DRAM")
 
 
+def unpriced_text(gain) -> str:
+    """Says so when the estimate leaves out the memory the decision saves (llvm's model)."""
+    if gain.memory_priced or not (gain.kept_bytes or gain.reread_bytes):
+        return ""
+    return " (launches and work only: the memory saved is not priced on this target)"
+
+
 def kept_text(gain, slices: bool = False) -> str:
     """Row-band (or, `slices`, concat-slice) fusion's memory facts (estimated from the shapes)."""
     if slices:
@@ -71,7 +78,7 @@ def _decision_lines(d: FusionDecision, unit: str = "chunks") -> list[str]:
                      f"{' (reorders independent kernels)' if ev.reorder_needed else ''}")
     lines.append(f"     gain (estimate): {gain.launches_saved} launches and {gain.parallel_regions_saved} "
                  f"parallel regions saved, utilisation {gain.utilisation_before:.0%} -> "
-                 f"{gain.utilisation_after:.0%}, ~{gain.estimated_us:.1f} us")
+                 f"{gain.utilisation_after:.0%}, ~{gain.estimated_us:.1f} us{unpriced_text(gain)}")
     if launch_text(gain):
         lines.append(f"     launch: {launch_text(gain)}")
     if gain.reread_bytes:
@@ -121,7 +128,8 @@ def decision_cells(d: FusionDecision, result: str = "", labels: Mapping[str, str
         util += f"; {reread_text(g)}"
     if g.kept_bytes:
         util += f"; {kept_text(g, ev.slices is not None)}"
-    estimate = f"{g.estimated_us:.1f} µs, -{g.launches_saved} launch{'es' if g.launches_saved != 1 else ''}"
+    estimate = (f"{g.estimated_us:.1f} µs, -{g.launches_saved} launch{'es' if g.launches_saved != 1 else ''}"
+                f"{unpriced_text(g)}")
     return DecisionCells(ops=tuple(op for m in d.members for op in m.ops),
                          evidence=f"{members}; " + ", ".join(facts) + util, estimate=estimate,
                          reason="; ".join(x for x in (d.reason, result) if x), title=d.title(labels))
