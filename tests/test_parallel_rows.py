@@ -52,7 +52,7 @@ def test_the_estimate_prices_recomputation_at_the_isas_rate_and_says_memory_is_n
     from engine.parallel.gain import cpu_cost_model, cpu_flops_per_us
     from engine.schedule.cpu.isa import AVX2, AVX512
     from engine.targets import get_target
-    from workbench.present.plan import plan_lines
+    from workbench.present.plan import decision_cells, plan_lines
 
     assert cpu_flops_per_us(AVX512) == 2 * cpu_flops_per_us(AVX2) > 50_000
     target = tvm.target.Target({"kind": "llvm", "mcpu": "haswell", "num-cores": 2})
@@ -64,6 +64,7 @@ def test_the_estimate_prices_recomputation_at_the_isas_rate_and_says_memory_is_n
     producer_us = d.members[0].flops / (model.flops_per_us_per_core * model.cores)
     assert d.gain.estimated_us == pytest.approx(4.0 - d.gain.recomputed * producer_us, abs=0.02)
     assert "the memory saved is not priced on this target" in "\n".join(plan_lines(plan, ()))
+    assert "the memory saved is not priced" in decision_cells(d).evidence  # the TUI's table
 
 
 def test_row_band_decisions_compile_verify_and_save_launches(chain):

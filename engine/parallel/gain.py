@@ -27,7 +27,8 @@ class CostModel:
 # The CPU rate the estimates assume per core: two FMA ports of the target ISA's vector width
 # (2 flop per lane each) at an assumed CPU_GHZ, of which the default schedules sustain
 # CPU_PEAK_FRACTION. Measured on a 2-core Zen 5 (AVX-512): an FMA loop peaks at 271 GFLOP/s
-# per core and resnet50's convs run at 61-94% of that; AVX2 code 139 GFLOP/s per core peak.
+# per core and resnet50's convs run at 61-94% of that; AVX2 code peaks at 135 per core
+# (bench/cpu_roofline.c).
 # The former fixed 20 GFLOP/s per core priced a row band's recomputed halo rows ~10x too
 # high (resnet50's res2 1x1 -> 3x3 pairs read "-88 us" and measured 1.09x faster).
 CPU_GHZ = 3.0

@@ -128,8 +128,9 @@ def decision_cells(d: FusionDecision, result: str = "", labels: Mapping[str, str
         util += f"; {reread_text(g)}"
     if g.kept_bytes:
         util += f"; {kept_text(g, ev.slices is not None)}"
-    estimate = (f"{g.estimated_us:.1f} µs, -{g.launches_saved} launch{'es' if g.launches_saved != 1 else ''}"
-                f"{unpriced_text(g)}")
+    if unpriced_text(g):  # the estimate cell is narrow: the caveat goes with the memory facts
+        util += ";" + unpriced_text(g).replace(" (", " the estimate counts ", 1).rstrip(")")
+    estimate = f"{g.estimated_us:.1f} µs, -{g.launches_saved} launch{'es' if g.launches_saved != 1 else ''}"
     return DecisionCells(ops=tuple(op for m in d.members for op in m.ops),
                          evidence=f"{members}; " + ", ".join(facts) + util, estimate=estimate,
                          reason="; ".join(x for x in (d.reason, result) if x), title=d.title(labels))
