@@ -32,7 +32,7 @@ from engine.schedule.cpu.common import (
 from engine.schedule.cpu.conv import Conv2dNCHW
 from engine.schedule.cpu.conv_pixels import Conv1x1Pixels
 from engine.schedule.cpu.depthwise_rows import DepthwiseRows
-from engine.schedule.cpu.intrinsics import serialize_unvectorizable
+from engine.schedule.cpu.intrinsics import root_powers, serialize_unvectorizable
 from engine.schedule.cpu.isa import Isa, isa_of
 from engine.schedule.cpu.plane_reduce import PlaneReduce
 from engine.schedule.cpu.pool import Pool2dRows
@@ -183,7 +183,8 @@ def is_scheduled(func) -> bool:
 
 def schedule_func(func: tirx.PrimFunc, target: Target, rules=None) -> tirx.PrimFunc | None:
     """Schedule one PrimFunc with the first fitting rule; None if no rule applied. Loops
-    that call an intrinsic llvm cannot vectorise (cosh, sinh, fmod) stay scalar."""
+    that call an intrinsic llvm cannot vectorise (cosh, sinh, fmod) stay scalar; a pow
+    with an exponent in quarters becomes square roots (engine.schedule.cpu.intrinsics)."""
     for rule in rules or RULES:
         try:
             sch = rule.apply(func, target)
@@ -192,7 +193,7 @@ def schedule_func(func: tirx.PrimFunc, target: Target, rules=None) -> tirx.PrimF
             logger.debug("rule %s failed: %s", type(rule).__name__, err)
             sch = None
         if sch is not None:
-            return serialize_unvectorizable(sch.mod["main"]).with_attr("tirx.is_scheduled", True)
+            return serialize_unvectorizable(root_powers(sch.mod["main"])).with_attr("tirx.is_scheduled", True)
     return None
 
 
