@@ -20,6 +20,7 @@ from engine.parallel.codegen import CPU_CODEGEN, GPU_CODEGEN, FusionCodegen
 from engine.parallel.gain import CostModel, cpu_cost_model, gpu_cost_model
 from engine.resources import CodegenCheck
 from engine.schedule.cpu import rules as cpu_rules
+from engine.schedule.cpu.fast_math import cpu_legalize
 from engine.schedule import gpu as gpu_schedule
 
 
@@ -116,56 +117,6 @@ def _emulated_build(mod: tvm.IRModule, target: tvm.target.Target):
     return tvm.compile(emulate_on_cpu(mod, permuted=True, seed=1), target=_llvm(None))
 
 
-def _fast_softmax(x, axis: int):
-    """topi.nn.softmax's stages (row max, exp, row sum, divide) with topi.fast_exp."""
-    from tvm import te, topi
-
-    axis %= len(x.shape)
-    rows = [d for i, d in enumerate(x.shape) if i != axis]
-    row = lambda i: i[:axis] + i[axis + 1:]
-    at = lambda i, k: i[:axis] + (k,) + i[axis:]
-    k = te.reduce_axis((0, x.shape[axis]), "k")
-    top = te.compute(rows, lambda *i: te.max(x(*at(i, k)), axis=k), "T_softmax_maxelem")
-    e = topi.fast_exp(te.compute(x.shape, lambda *i: x(*i) - top(*row(i)), "T_softmax_delta"))
-    k2 = te.reduce_axis((0, x.shape[axis]), "k2")
-    total = te.compute(rows, lambda *i: te.sum(e(*at(i, k2)), axis=k2), "T_softmax_expsum")
-    return te.compute(x.shape, lambda *i: e(*i) / total(*row(i)), "T_softmax_norm")
-
-
-def _fast_sigmoid(x):
-    from tvm import te, tirx, topi
-
-    e = topi.fast_exp(topi.negative(x))
-    return te.compute(x.shape, lambda *i: tirx.const(1.0, x.dtype) / (tirx.const(1.0, x.dtype) + e(*i)), "sigmoid")
-
-
-def _float32_or_default(op: str, fast):
-    """Legalize `op` with `fast` on float32 (TVM's fast_exp is float32 only), else as TVM does."""
-    default = tvm.ir.Op.get(op).get_attr("FLegalize")
-
-    def legalize(bb, call):
-        if str(call.args[0].ty.dtype) != "float32":
-            return default(bb, call)
-        return fast(bb, call)
-
-    return legalize
-
-
-def _cpu_legalize() -> dict:
-    """erf as TVM's rational approximation (topi.fast_erf, within 4e-7 relative), and exp,
-    softmax and sigmoid on topi.fast_exp (a range reduction and a polynomial): llvm has no
-    vector erf or exp and calls libm per element, 40x slower in a BERT FFN's GELU
-    epilogue; with expf per element mha_block's softmax was 26% of its kernel time."""
-    from tvm import topi
-
-    return {"relax.erf": lambda bb, call: bb.call_te(topi.fast_erf, call.args[0]),
-            "relax.exp": _float32_or_default("relax.exp", lambda bb, call: bb.call_te(topi.fast_exp, call.args[0])),
-            "relax.nn.softmax": _float32_or_default(
-                "relax.nn.softmax", lambda bb, call: bb.call_te(_fast_softmax, call.args[0], int(call.attrs.axis))),
-            "relax.sigmoid": _float32_or_default("relax.sigmoid", lambda bb, call: bb.call_te(_fast_sigmoid,
-                                                                                           call.args[0]))}
-
-
 def _cpu_relax_passes(target: tvm.target.Target) -> list:
     from engine.schedule.cpu.common import vector_lanes
     from engine.schedule.cpu.pad_channels import pad_conv_channels
@@ -189,7 +140,7 @@ TARGETS: dict[str, TargetSpec] = {
     "llvm": TargetSpec("llvm", "cpu", "chunk of the outer parallel loop", _llvm, cpu_rules.schedule_module,
                        cpu_rules.schedule_func, CPU_CODEGEN, cpu_cost_model, _native_build, host_emulation=False,
                        times_fusion=True, cotuner=_cotune_cpu, arch_help="llvm -mcpu name (default: this CPU)",
-                       legalize=_cpu_legalize, relax_passes=_cpu_relax_passes),
+                       legalize=cpu_legalize, relax_passes=_cpu_relax_passes),
     "cuda": TargetSpec("cuda", "cuda", "blockIdx", _cuda, gpu_schedule.schedule_module, None, GPU_CODEGEN,
                        gpu_cost_model, _emulated_build, host_emulation=True,
                        codegen_check=gpu_schedule.check_with_nvcc, cotuner=_cotune_gpu,

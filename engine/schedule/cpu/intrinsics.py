@@ -16,6 +16,8 @@ run there) writes a pow with an exponent in quarters as square roots, which vect
 
 from __future__ import annotations
 
+import math
+
 import tvm_ffi
 from tvm import ir, tirx
 
@@ -66,7 +68,7 @@ def _quarters(exponent) -> int | None:
     if not isinstance(exponent, tirx.FloatImm):
         return None
     q = exponent.value * 4
-    return int(q) if q == int(q) and 0 < abs(q) <= 4 * MAX_ROOT_POWER else None
+    return int(q) if math.isfinite(q) and q == int(q) and 0 < abs(q) <= 4 * MAX_ROOT_POWER else None
 
 
 def _root_power(call: ir.Call):
