@@ -1,9 +1,10 @@
 """The llvm target's own legalizations (LegalizeOps' customize map): transcendentals on
 TVM's vectorisable approximations. llvm has no vector erf or exp and lowers a vector of them
 to one libm call per element: 40x slower in a BERT FFN's GELU epilogue, and with expf per
-element mha_block's softmax was 26% of its kernel time. erf is topi.fast_erf (a rational
-approximation, within 4e-7 relative); exp, softmax and sigmoid run on topi.fast_exp (a range
-reduction and a polynomial, within 1e-5 relative), on float32 only (fast_exp's dtype).
+element mha_block's softmax was 26% of its kernel time (tanh lowers to expf per element
+too). erf is topi.fast_erf and tanh topi.fast_tanh (rational approximations, within 4e-7
+relative); exp, softmax and sigmoid run on topi.fast_exp (a range reduction and a
+polynomial, within 1e-5 relative); on float32 only (the fast versions' dtype).
 """
 
 from __future__ import annotations
@@ -55,4 +56,5 @@ def cpu_legalize() -> dict:
             "relax.nn.softmax": _float32_or_default(
                 "relax.nn.softmax", lambda bb, call: bb.call_te(_fast_softmax, call.args[0], int(call.attrs.axis))),
             "relax.sigmoid": _float32_or_default("relax.sigmoid", lambda bb, call: bb.call_te(_fast_sigmoid,
-                                                                                           call.args[0]))}
+                                                                                           call.args[0])),
+            "relax.tanh": _float32_or_default("relax.tanh", lambda bb, call: bb.call_te(topi.fast_tanh, call.args[0]))}
