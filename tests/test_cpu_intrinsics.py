@@ -117,15 +117,20 @@ def test_other_powers_stay_pow(exponent):
     assert "T.pow" in func.script()
 
 
-def _legalized(build, shape=(8, 128)):
-    """main(x) = build(x) through the llvm target's legalization and CPU schedules, built."""
+def _legalize(build, shape, dtype):
+    """main(x) = build(x), a `dtype` tensor of `shape`, through the llvm target's legalization."""
     bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType(shape, "float32"))
+    x = relax.Var("x", relax.TensorType(shape, dtype))
     with bb.function("main", [x]):
         with bb.dataflow():
             out = bb.emit_output(build(x))
         bb.emit_func_output(out)
-    mod = relax.transform.LegalizeOps(customize_legalize_map=get_target("llvm").legalize())(bb.get())
+    return relax.transform.LegalizeOps(customize_legalize_map=get_target("llvm").legalize())(bb.get())
+
+
+def _legalized(build, shape=(8, 128)):
+    """main(x) = build(x) on float32, legalized for llvm and scheduled by the CPU rules, built."""
+    mod = _legalize(build, shape, "float32")
     mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod)))
     from engine.schedule.cpu.rules import schedule_module
 
@@ -157,12 +162,5 @@ def test_softmax_exp_sigmoid_and_tanh_run_on_vector_approximations():
 
 def test_float64_exp_keeps_tvms_own_legalization():
     """topi.fast_exp is float32 only."""
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((4, 8), "float64"))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            out = bb.emit_output(relax.op.nn.softmax(relax.op.exp(x)))
-        bb.emit_func_output(out)
-    mod = relax.transform.LegalizeOps(customize_legalize_map=get_target("llvm").legalize())(bb.get())
-    text = mod.script()
+    text = _legalize(lambda v: relax.op.nn.softmax(relax.op.exp(v)), (4, 8), "float64").script()
     assert "fast_exp" not in text and "T.exp(" in text

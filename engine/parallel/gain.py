@@ -23,6 +23,15 @@ class CostModel:
     bytes_per_us: float = 0.0  # peak DRAM bandwidth (GPU; 0: not modelled)
     device: str = ""  # what the numbers describe
 
+    @property
+    def prices_memory(self) -> bool:
+        """Whether estimates count memory traffic (a bandwidth is modelled)."""
+        return self.bytes_per_us > 0
+
+    def memory_us(self, nbytes: float) -> float:
+        """Microseconds to move `nbytes` at the modelled bandwidth (0 where none is)."""
+        return nbytes / self.bytes_per_us if self.prices_memory else 0.0
+
 
 # The CPU rate the estimates assume per core: two FMA ports of the target ISA's vector width
 # (2 flop per lane each) at an assumed CPU_GHZ, of which the default schedules sustain

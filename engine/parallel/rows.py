@@ -68,16 +68,15 @@ def _decision(did: str, graph, kg: KernelGraph, p: int, c: int, link: RowLink, m
     infos = [member_info(graph, kg, k, chunks.get) for k in (p, c)]
     members = tuple(MemberRef(m.kernel, m.func, m.ops, m.labels, m.signature, m.out_shape, m.flops, m.chunks)
                     for m in infos)
-    per_byte = 1.0 / model.bytes_per_us if model.bytes_per_us else 0.0
     gain = Gain(launches_saved=1, parallel_regions_saved=link.regions_saved,
                 member_chunks=(link.producer_chunks, link.consumer_chunks), fused_chunks=link.tasks,
                 utilisation_before=round(weighted_busy([max(m.flops, 1.0) for m in infos],
                                                        [link.producer_chunks, link.consumer_chunks], model.cores), 4),
                 utilisation_after=round(busy_share(link.tasks, model.cores), 4),
-                estimated_us=round(model.launch_us + link.kept_bytes * per_byte
+                estimated_us=round(model.launch_us + model.memory_us(link.kept_bytes)
                                    - link.recomputed * infos[0].flops / (model.flops_per_us_per_core * model.cores), 2),
                 kept_bytes=link.kept_bytes, scratch_bytes=link.scratch_bytes, recomputed=link.recomputed,
-                memory_priced=bool(model.bytes_per_us))
+                memory_priced=model.prices_memory)
     name = lambda m: m.labels[0] if m.labels else m.func
     evidence = Evidence(f"{name(infos[0])} -> {name(infos[1])}", ((p,), (c,)), no_path=False,
                         no_member_reads_another=False, launch_after=p, first_consumer=c,

@@ -324,9 +324,8 @@ def propose_slices(scheduled, graph, kg: KernelGraph, start: int, model, chunks,
                     fused_chunks=max(busy[:-1]),
                     utilisation_before=round(weighted_busy(work, busy, model.cores), 4),
                     utilisation_after=round(weighted_busy(work[:-1], busy[:-1], model.cores), 4),
-                    estimated_us=round(model.launch_us * len(producers)
-                                       + (2 * kept / model.bytes_per_us if model.bytes_per_us else 0.0), 2),
-                    kept_bytes=kept, memory_priced=bool(model.bytes_per_us))
+                    estimated_us=round(model.launch_us * len(producers) + model.memory_us(2 * kept), 2),
+                    kept_bytes=kept, memory_priced=model.prices_memory)
         evidence = Evidence(f"{' + '.join(name(m) for m in infos[:-1])} -> {name(infos[-1])}",
                             tuple((k,) for k in ks), no_path=False, no_member_reads_another=False,
                             launch_after=max(producers), first_consumer=c, reorder_needed=False,

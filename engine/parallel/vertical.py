@@ -96,8 +96,8 @@ def propose_vertical(scheduled, graph, kg: KernelGraph, codegen, single_stage, s
                     link.consumer_blocks), fused_chunks=link.producer_blocks,
                     utilisation_before=round(before, 4),
                     utilisation_after=round(busy_share(link.producer_blocks, model.cores), 4),
-                    estimated_us=round(model.launch_us + (reread / model.bytes_per_us if model.bytes_per_us else 0.0), 2),
-                    reread_bytes=reread, memory_priced=bool(model.bytes_per_us))
+                    estimated_us=round(model.launch_us + model.memory_us(reread), 2),
+                    reread_bytes=reread, memory_priced=model.prices_memory)
         status, reason = DecisionStatus.PROPOSED, ""
         try:
             codegen.vertical(mod[funcs[0]], mod[funcs[1]], funcs, link, target)

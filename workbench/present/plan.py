@@ -43,11 +43,12 @@ def reread_text(gain) -> str:
             f"memory, 0 bytes kept off DRAM")
 
 
-def unpriced_text(gain) -> str:
-    """Says so when the estimate leaves out the memory the decision saves (llvm's model)."""
-    if gain.memory_priced or not (gain.kept_bytes or gain.reread_bytes):
-        return ""
-    return " (launches and work only: the memory saved is not priced on this target)"
+UNPRICED = "launches and work only: the memory saved is not priced on this target"
+
+
+def unpriced(gain) -> bool:
+    """Whether the estimate leaves out memory the decision saves (llvm's model)."""
+    return not gain.memory_priced and bool(gain.kept_bytes or gain.reread_bytes)
 
 
 def kept_text(gain, slices: bool = False) -> str:
@@ -78,7 +79,8 @@ def _decision_lines(d: FusionDecision, unit: str = "chunks") -> list[str]:
                      f"{' (reorders independent kernels)' if ev.reorder_needed else ''}")
     lines.append(f"     gain (estimate): {gain.launches_saved} launches and {gain.parallel_regions_saved} "
                  f"parallel regions saved, utilisation {gain.utilisation_before:.0%} -> "
-                 f"{gain.utilisation_after:.0%}, ~{gain.estimated_us:.1f} us{unpriced_text(gain)}")
+                 f"{gain.utilisation_after:.0%}, ~{gain.estimated_us:.1f} us"
+                 f"{f' ({UNPRICED})' if unpriced(gain) else ''}")
     if launch_text(gain):
         lines.append(f"     launch: {launch_text(gain)}")
     if gain.reread_bytes:
@@ -128,8 +130,8 @@ def decision_cells(d: FusionDecision, result: str = "", labels: Mapping[str, str
         util += f"; {reread_text(g)}"
     if g.kept_bytes:
         util += f"; {kept_text(g, ev.slices is not None)}"
-    if unpriced_text(g):  # the estimate cell is narrow: the caveat goes with the memory facts
-        util += ";" + unpriced_text(g).replace(" (", " the estimate counts ", 1).rstrip(")")
+    if unpriced(g):  # the estimate cell is narrow: the caveat goes with the memory facts
+        util += f"; the estimate counts {UNPRICED}"
     estimate = f"{g.estimated_us:.1f} µs, -{g.launches_saved} launch{'es' if g.launches_saved != 1 else ''}"
     return DecisionCells(ops=tuple(op for m in d.members for op in m.ops),
                          evidence=f"{members}; " + ", ".join(facts) + util, estimate=estimate,
