@@ -270,3 +270,27 @@ def test_short_reduction_writes_whole_rows(c, per_row):
     vm = relax.VirtualMachine(tvm.compile(schedule_module(fused, AVX512), target=AVX512), tvm.cpu())
     np.testing.assert_allclose(vm["main"](tvm.runtime.tensor(x)).numpy(), _conv_ref(x, w, b, 0, 2),
                                rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("f,c,hw,rows_outer", [(16, 64, 16, True), (64, 64, 4, False), (64, 16, 16, False)])
+def test_a_1x1_reduction_runs_rows_outside_its_channel_tiles(f, c, hw, rows_outer):
+    """Parallel chunks of a 1x1 conv whose input outweighs its weights and its output run
+    (row, channel tile): consecutive chunks write the channel tiles of one row, so a core
+    reads the input rows of its half only. A conv whose weights outweigh its input (a
+    14x14/7x7 layer) or an expansion keeps (channel tile, row): a core reads half the weights."""
+    from engine.blockdeps.facts import AccessKind
+    from engine.blockdeps.footprints import block_boxes
+    from engine.blockdeps.kernel_access import kernel_accesses
+
+    w = RNG.standard_normal((f, c, 1, 1)).astype("float32")
+    fused = _fuse(_module([("x", (1, c, hw, hw))], lambda bb, xv: relax.op.nn.relu(
+        relax.op.nn.conv2d(xv, relax.const(w)))))
+    (func,) = [fn for n, fn in _prim_funcs(fused).items() if "conv2d" in n]
+    scheduled = Conv2dNCHW().apply(func, TARGET).mod["main"]
+    out = len(scheduled.params) - 1
+    written = block_boxes(kernel_accesses(scheduled, "conv", out), out, AccessKind.WRITE)
+    # chunk 1 writes the next channel tile of row 0 (rows outer) or row 1 of the first tile
+    assert (written.lo[1, 2], written.lo[1, 1] > 0) == ((0, True) if rows_outer else (1, False))
+    x = RNG.standard_normal((1, c, hw, hw)).astype("float32")
+    got = _run(schedule_module(fused, TARGET), [x])
+    np.testing.assert_allclose(got, _conv_ref(x, w, np.zeros(f, "float32"), 0, 1), rtol=1e-4, atol=1e-4)

@@ -122,13 +122,20 @@ def _run(func, args):
     lib(*args)
 
 
+@pytest.mark.parametrize("rows_outer", [True, False])
 @pytest.mark.parametrize("stride,tasks,whole", [(1, 1, False), (1, 3, False), (1, 7, False), (2, 2, False),
                                                (2, 4, False), (1, 3, True), (2, 4, True)])
-def test_halo_and_uneven_bands_compute_the_kernels_values(tmp_path, stride, tasks, whole):
+def test_halo_and_uneven_bands_compute_the_kernels_values(tmp_path, monkeypatch, stride, tasks, whole, rows_outer):
     """A 3x3 consumer reads rows y*s-1 .. y*s+1: bands recompute their halo rows and the
     padding pass pads only the rows of the band; 3 or 7 bands of 20 rows are uneven; a
-    task walks its band row by row, or stage by stage (`whole`)."""
-    mod, (p, c) = _pair(_chain_model(tmp_path, 16, 20, stride))
+    task walks its band row by row, or stage by stage (`whole`). The reduce's chunks run
+    rows outside its channel tiles (its input outweighs its weights) or inside them."""
+    import engine.schedule.cpu.conv as conv
+
+    monkeypatch.setattr(conv, "rows_outer", lambda stmt: rows_outer)
+    mod, (p, c) = _pair(_chain_model(tmp_path, 48, 20, stride))
+    reduce_stage = row_chain(mod[p], mod[c], [p, c], 0)[2][0]
+    assert reduce_stage.rows_outer is rows_outer and reduce_stage.tiles > 1
     _fused_matches_the_pair(mod[p], mod[c], [p, c], tasks, whole)
 
 

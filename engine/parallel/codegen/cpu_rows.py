@@ -2,7 +2,7 @@
 intermediate kept in a per-task scratch buffer instead of main memory.
 
 A conv-like kernel's parallel loop runs chunks `o * H + y` (an outer tile o, output row y
-innermost); a consumer chunk of row y reads a window of the producer's rows (a 3x3 conv:
+innermost) or `y * O + o` (rows outer, engine.schedule.cpu.conv.rows_outer); a consumer chunk of row y reads a window of the producer's rows (a 3x3 conv:
 rows y-1..y+1; a 1x1 conv or depthwise -> pointwise: row y). The fused kernel runs one
 parallel task per band of the consumer's rows; for each of its rows y it first computes
 the producer rows that row needs and the task has not computed yet (every tile o), then
@@ -11,7 +11,7 @@ the intermediate lives in a scratch buffer of the task holding only the band's r
 the halo, which neighbouring tasks both compute: halo by recomputation). A consumer's own
 row stages (a padding pass, an input repack) join the chain with their buffers in scratch
 too. The row structure is read from the stages' write/read boxes (engine.blockdeps), so
-any kernel with chunks `o * H + y` and row windows `clamp(s*y + a .. s*y + a + k)` fits.
+any kernel with chunks `o * H + y` or `y * O + o` and row windows `clamp(s*y + a .. s*y + a + k)` fits.
 """
 
 from __future__ import annotations
@@ -79,8 +79,9 @@ class RowWindow:
 
 @dataclass(frozen=True, eq=False)
 class RowStage:
-    """A parallel stage whose chunk o*rows + y writes row unit y (axis `dim`) of `out`: rows
-    [y*per, (y+1)*per), one row unless the schedule tiles several rows (DepthwiseRows)."""
+    """A parallel stage whose chunk o*rows + y (or y*tiles + o: `rows_outer`) writes row unit
+    y (axis `dim`) of `out`: rows [y*per, (y+1)*per), one row unless the schedule tiles
+    several rows (DepthwiseRows)."""
 
     stage: CpuStage
     out: ir.Var
@@ -88,10 +89,17 @@ class RowStage:
     rows: int  # row units
     window: RowWindow | None  # rows of the previous stage's buffer it reads (None: the first)
     per: int = 1  # buffer rows per unit
+    rows_outer: bool = False
 
     @property
     def tiles(self) -> int:
         return self.stage.chunks // self.rows
+
+    def by_tile(self, a: np.ndarray) -> np.ndarray:
+        """Per-chunk values `a` (chunks first) as [tiles, rows, ...] whatever the chunk order."""
+        if self.rows_outer:
+            return np.swapaxes(a.reshape(self.rows, self.tiles, *a.shape[1:]), 0, 1)
+        return a.reshape(self.tiles, self.rows, *a.shape[1:])
 
     @property
     def axis(self) -> str:
@@ -108,19 +116,32 @@ def _stage_func(stage: CpuStage, params: list) -> tirx.PrimFunc:
     return tirx.PrimFunc(params, loop)
 
 
-def _row_dim(lo: np.ndarray, hi: np.ndarray, shape, chunks: int) -> tuple[int, int, int] | None:
-    """(axis, units, per) along which chunk c writes exactly rows [u*per, (u+1)*per) of
-    u = c % units, or None."""
+def _row_dim(lo: np.ndarray, hi: np.ndarray, shape, chunks: int) -> tuple[int, int, int, bool] | None:
+    """(axis, units, per, rows outer) along which chunk c writes exactly rows
+    [u*per, (u+1)*per) of u = c % units, or None. On the row axis (the second-to-last) also
+    u = c // (chunks / units), rows outer: such a conv's chunks also write channel tile
+    c % tiles, and read as channel units they would seem to read all rows of their input."""
     ids = np.arange(chunks)
-    for d, n in enumerate(shape):
-        n = int(n)
+
+    def units_per(d: int) -> tuple[int, int] | None:
+        n = int(shape[d])
         per = int(hi[0, d] - lo[0, d]) if chunks else 0
         if n <= 1 or per < 1 or n % per:
-            continue
+            return None
         units = n // per
-        if units > 1 and chunks % units == 0 and np.all(hi[:, d] - lo[:, d] == per) \
-                and np.array_equal(lo[:, d], ids % units * per):
-            return d, units, per
+        if units < 2 or chunks % units or not np.all(hi[:, d] - lo[:, d] == per):
+            return None
+        return units, per
+
+    row = len(shape) - 2
+    if row >= 0 and (found := units_per(row)):
+        units, per = found
+        for outer, unit in ((False, ids % units), (True, ids // (chunks // units))):
+            if np.array_equal(lo[:, row], unit * per):
+                return row, units, per, outer
+    for d in range(len(shape)):
+        if d != row and (found := units_per(d)) and np.array_equal(lo[:, d], ids % found[0] * found[1]):
+            return d, *found, False
     return None
 
 
@@ -161,13 +182,14 @@ def row_stage(stage: CpuStage, out: ir.Var, prev: RowStage | None, name: str) ->
     found = _row_dim(w.lo, w.hi, out.ty.shape, stage.chunks)
     if found is None:
         raise FusionUnsupported(f"{name}: its parallel chunks do not write one row each (o * rows + y)")
-    dim, rows, per = found
+    dim, rows, per, outer = found
+    shaped = RowStage(stage, out, dim, rows, None, per, outer).by_tile
     window = None
     if prev is not None:
         r = _boxes(stage, params, 0, AccessKind.READ, 1)
-        lo = r.lo[:, prev.dim].reshape(-1, rows)
-        hi = r.hi[:, prev.dim].reshape(-1, rows)
-        empty = np.any(r.hi <= r.lo, axis=1).reshape(-1, rows)
+        lo = shaped(r.lo[:, prev.dim])
+        hi = shaped(r.hi[:, prev.dim])
+        empty = shaped(np.any(r.hi <= r.lo, axis=1))
         lo, hi = np.where(empty, 0, lo), np.where(empty, 0, hi)
         if not (np.all(lo == lo[0]) and np.all(hi == hi[0])):
             raise FusionUnsupported(f"{name}: the rows a chunk reads depend on more than its row")
@@ -176,7 +198,7 @@ def row_stage(stage: CpuStage, out: ir.Var, prev: RowStage | None, name: str) ->
         # over channels, reads every row: stride 0)
         if window is None or (rows > 1 and window.stride < 1) or 2 * window.size > prev.rows * prev.per:
             raise FusionUnsupported(f"{name}: each row reads all rows of its input (no row locality)")
-    return RowStage(stage, out, dim, rows, window, per)
+    return RowStage(stage, out, dim, rows, window, per, outer)
 
 
 def _rebase(node, buf: ir.Var, scratch: ir.Var, dim: int, base, order: tuple[int, ...]):
@@ -238,9 +260,11 @@ def scratch_order(st: "RowStage") -> tuple[int, ...]:
 
 
 def _rows_of(st: RowStage, tile, row):
-    """The stage's body for chunk tile*rows + row: `chunk // rows` and `chunk % rows` become
-    the tile and row themselves, so no division is left in the inner loops."""
-    v, n = st.stage.loop_var, st.rows
+    """The stage's body for the chunk of (tile, row): `chunk // inner` and `chunk % inner`
+    (inner: the rows, or the tiles when rows are outer) become the outer and inner index
+    themselves, so no division is left in the inner loops."""
+    v = st.stage.loop_var
+    outer, inner, n = (row, tile, st.tiles) if st.rows_outer else (tile, row, st.rows)
     h = v.__chandle__()
     cast = (lambda e: e) if str(v.ty) == I64 else (lambda e: tirx.Cast(str(v.ty), e))
 
@@ -248,16 +272,16 @@ def _rows_of(st: RowStage, tile, row):
         if isinstance(e.a, ir.Var) and e.a.__chandle__() == h and isinstance(e.b, tirx.IntImm) \
                 and e.b.value % n == 0:
             q = e.b.value // n
-            return cast(tile if q == 1 else tirx.floordiv(tile, _c(q)))
+            return cast(outer if q == 1 else tirx.floordiv(outer, _c(q)))
         return e
 
     def on_mod(e):
         if isinstance(e.a, ir.Var) and e.a.__chandle__() == h and isinstance(e.b, tirx.IntImm) and e.b.value == n:
-            return cast(row)
+            return cast(inner)
         return e
 
     body = tvm_ffi.structural_map(st.stage.body, [(tirx.FloorDiv, on_div), (tirx.FloorMod, on_mod)], order="pre")
-    return substitute(body, {h: cast(tile * _c(n) + row)})
+    return substitute(body, {h: cast(outer * _c(n) + inner)})
 
 
 def _rows_loop(st: RowStage, start, stop, name: str) -> tirx.Stmt:
@@ -431,8 +455,7 @@ def row_invariant_bytes(chain: list[RowStage], inputs) -> int:
             if not _reads(st.stage, buf):
                 continue
             r = _boxes(st.stage, [buf, st.out], 0, AccessKind.READ, 1)
-            lo = r.lo.reshape(st.tiles, st.rows, -1)
-            hi = r.hi.reshape(st.tiles, st.rows, -1)
+            lo, hi = st.by_tile(r.lo), st.by_tile(r.hi)
             if st.rows > 1 and np.all(lo == lo[:, :1]) and np.all(hi == hi[:, :1]):
                 total += math.prod(int(d) for d in buf.ty.shape) * buf.dtype.itemsize
                 break
