@@ -262,7 +262,7 @@ def _apply_plan(ctx: CompileContext) -> str:
 def _build(ctx: CompileContext) -> str:
     """Fills executable, kernel_resources (when the target checks its generated code)."""
     ctx.mod = c_identifier_names(ctx.mod)
-    ctx.executable = tvm.compile(ctx.mod, target=ctx.target)
+    ctx.executable = ctx.spec.build(ctx.mod, ctx.target)
     check = ctx.spec.check_codegen(ctx.executable, ctx.target)
     if check is None:
         return str(ctx.target.kind.name)
@@ -294,7 +294,7 @@ def _verify(ctx: CompileContext) -> str:
     else:
         if not ctx.spec.host_emulation:
             raise CompileError(f"no {ctx.spec.device_kind} device present to run the {ctx.spec.name} build")
-        ctx.ran_on, executable, dev = "host emulation", ctx.spec.host_build(ctx.mod, ctx.target), tvm.cpu()
+        ctx.ran_on, executable, dev = "host emulation", ctx.spec.host_compile(ctx.mod, ctx.target), tvm.cpu()
         ctx.notes.append(f"no {ctx.spec.device_kind} device: kernels verified on the CPU with "
                          "blocks and threads run in a permuted order between barriers, outputs and shared "
                          "memory poisoned; no device timing")

@@ -51,6 +51,20 @@ class TargetSpec:
     legalize: Callable[[], dict] | None = None
     # Relax passes run before legalization, for this target's schedules: target -> passes
     relax_passes: Callable[[tvm.target.Target], list] | None = None
+    # A TIR rewrite of the scheduled, fused module that every build runs first, after the
+    # analyses have read the kernels (llvm: ragged vector rows split, engine.schedule.cpu.ragged)
+    before_build: Callable[[tvm.IRModule], tvm.IRModule] | None = None
+
+    def build(self, mod: tvm.IRModule, target: tvm.target.Target):
+        """The target's own build of a scheduled module."""
+        return tvm.compile(self._prepared(mod), target=target)
+
+    def host_compile(self, mod: tvm.IRModule, target: tvm.target.Target):
+        """`host_build` of the module `build` would compile."""
+        return self.host_build(self._prepared(mod), target)
+
+    def _prepared(self, mod: tvm.IRModule) -> tvm.IRModule:
+        return self.before_build(mod) if self.before_build is not None else mod
 
     @property
     def fuses_vertically(self) -> bool:
@@ -111,6 +125,12 @@ def _native_build(mod: tvm.IRModule, target: tvm.target.Target):
     return tvm.compile(mod, target=target)
 
 
+def _cpu_before_build(mod: tvm.IRModule) -> tvm.IRModule:
+    from engine.schedule.cpu.ragged import split_ragged_rows
+
+    return split_ragged_rows(mod)
+
+
 def _emulated_build(mod: tvm.IRModule, target: tvm.target.Target):
     from engine.runtime.emulation import emulate_on_cpu
 
@@ -140,7 +160,8 @@ TARGETS: dict[str, TargetSpec] = {
     "llvm": TargetSpec("llvm", "cpu", "chunk of the outer parallel loop", _llvm, cpu_rules.schedule_module,
                        cpu_rules.schedule_func, CPU_CODEGEN, cpu_cost_model, _native_build, host_emulation=False,
                        times_fusion=True, cotuner=_cotune_cpu, arch_help="llvm -mcpu name (default: this CPU)",
-                       legalize=cpu_legalize, relax_passes=_cpu_relax_passes),
+                       legalize=cpu_legalize, relax_passes=_cpu_relax_passes,
+                       before_build=_cpu_before_build),
     "cuda": TargetSpec("cuda", "cuda", "blockIdx", _cuda, gpu_schedule.schedule_module, None, GPU_CODEGEN,
                        gpu_cost_model, _emulated_build, host_emulation=True,
                        codegen_check=gpu_schedule.check_with_nvcc, cotuner=_cotune_gpu,

@@ -255,19 +255,25 @@ def _pool_concat(path, pooled, other, pool_first):
 
 
 def test_a_band_of_channels_is_named_channels_and_verifies(tmp_path):
-    """LRN's channel window (an average pool over channels, then a divide): the chunks
-    write channels, not rows, and the plan says so."""
+    """A window over channels (an average pool of the squares over 5 channels, then a product:
+    TVM's form of LRN): the chunks write channels, not rows, and the plan says so."""
     x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 32, 14, 14])
     y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 32, 14, 14])
+    axis = helper.make_tensor("axis", onnx.TensorProto.INT64, [1], [1])
     nodes = [helper.make_node("Relu", ["x"], ["r"]),
-             helper.make_node("LRN", ["r"], ["y"], size=5, alpha=1e-4, beta=0.75, bias=1.0)]
-    session = Session(_saved(tmp_path / "lrn.onnx", nodes, [x], [y]))
+             helper.make_node("Mul", ["r", "r"], ["sq"]),
+             helper.make_node("Unsqueeze", ["sq", "axis"], ["sq5"]),
+             helper.make_node("AveragePool", ["sq5"], ["avg5"], kernel_shape=[5, 1, 1], pads=[2, 0, 0, 2, 0, 0],
+                              count_include_pad=1),
+             helper.make_node("Squeeze", ["avg5", "axis"], ["avg"]),
+             helper.make_node("Mul", ["r", "avg"], ["y"])]
+    session = Session(_saved(tmp_path / "window.onnx", nodes, [x], [y], [axis]))
     plan = session.propose("llvm").plan
     (d,) = _rows(plan)
     link = d.evidence.rows
     assert (link.axis, link.rows) == ("channels", 32)
     assert link.describe().startswith("channel bands:") and "rows" not in link.describe()
-    assert link.windows == ("T_divide_intermediate channel y reads pool_avg axis-2 slices [y, y+1)",)
+    assert link.windows == ("T_multiply_intermediate channel y reads pool_avg axis-2 slices [y, y+1)",)
     result = session.compile(CompileOptions(plan=plan.with_approval(d.id), runs=3))
     assert result.verification.passed and result.fusion.applied() == 1
 

@@ -10,6 +10,7 @@ from engine.converters.expand import EXPAND
 from engine.converters.extrema import EXTREMA
 from engine.converters.layer_norm import LAYER_NORM
 from engine.converters.losses import LOSSES
+from engine.converters.lrn import LRN
 from engine.converters.nms import NMS
 from engine.converters.normalization import NORMALIZATION
 from engine.converters.power import POWER
@@ -20,4 +21,4 @@ from engine.converters.variadic import VARIADIC
 
 CONVERTERS = {**VARIADIC, **RECURRENT, **ELEMENTWISE, **CUMULATIVE, **NORMALIZATION, **SEQUENCE_REVERSE,
               **LOSSES, **CONSTANT, **EXPAND, **EXTREMA, **RESHAPE, **POWER,
-              **LAYER_NORM, **DROPOUT, **NMS}
+              **LAYER_NORM, **DROPOUT, **NMS, **LRN}

@@ -245,7 +245,7 @@ class _Oracle:
 
 def host_vm(mod, ctx):
     """A VM for `mod` on the CPU (GPU-scheduled modules through CPU emulation)."""
-    return relax.VirtualMachine(ctx.spec.host_build(mod, ctx.target), tvm.cpu())
+    return relax.VirtualMachine(ctx.spec.host_compile(mod, ctx.target), tvm.cpu())
 
 
 def _relist(mod, base, base_kernels: tuple[KernelCall, ...]) -> tuple[KernelCall, ...]:
@@ -287,8 +287,8 @@ def _measure_effect(outcome, base, fused, kept, names, base_kernels, fused_kerne
     inputs = ctx.model.random_inputs(ctx.options.seed)
     runs = max(ctx.options.runs, 3)
     dev = tvm.cpu()
-    builds = {"unfused": (base, ctx.spec.host_build(base, ctx.target)),
-              "fused": (fused, ctx.spec.host_build(fused, ctx.target))}
+    builds = {"unfused": (base, ctx.spec.host_compile(base, ctx.target)),
+              "fused": (fused, ctx.spec.host_compile(fused, ctx.target))}
     vms = {which: relax.VirtualMachine(ex, dev) for which, (_, ex) in builds.items()}
     args = [tvm.runtime.tensor(inputs[s.name], dev) for s in ctx.model.inputs]
     timed = {which: time_kernels_isolated(builds[which][1], vm, lambda vm=vm: vm["main"](*args),

@@ -8,6 +8,7 @@ from tvm.target import Target
 
 from engine.cores import cpu_threads
 from engine.schedule.cpu.isa import isa_of
+from engine.schedule.cpu.ragged import mark_ragged_row
 
 _get_sblock_realize = tvm_ffi.get_global_func("s_tir.schedule.GetSBlockRealize")
 
@@ -133,9 +134,8 @@ def parallelize(sch: s_tir.Schedule, block, cores: int, vectorize: bool = True, 
             if exts[-1] % lanes == 0 and exts[-1] > lanes:
                 _, vec = sch.split(inner, [None, lanes])
                 sch.vectorize(vec)
-            elif exts[-1] <= 4 * lanes:
-                sch.vectorize(inner)
-            # else: a long, ragged row; LLVM's loop vectoriser handles the serial loop.
+            else:  # a ragged row: the build splits it (engine.schedule.cpu.ragged)
+                mark_ragged_row(sch, inner, exts[-1], lanes)
     if not outer or work < MIN_PARALLEL_WORK:
         return
     # Fuse just enough leading loops for CHUNKS_PER_CORE chunks per core; keeping the rest
