@@ -18,9 +18,11 @@ from tvm.relax.frontend.onnx.onnx_frontend import LocalResponseNormalization
 def _lrn(inputs, attrs):
     x = inputs[0]
     size = int(attrs["size"])
+    if size < 1:
+        raise ValueError(f"LRN: size must be at least 1, got {size}")
     shape = getattr(x.ty, "shape", None)
     shape = list(shape.values) if isinstance(shape, relax.ShapeExpr) else None
-    if size < 1 or shape is None or len(shape) < 3 or not isinstance(shape[1], tirx.IntImm):
+    if shape is None or len(shape) < 3 or not isinstance(shape[1], tirx.IntImm):
         # a symbolic channel count: TVM's converter (the slices need static ends)
         return LocalResponseNormalization._impl_v13(relax.BlockBuilder.current(), inputs, attrs, [{}, {}])
     channels, dtype = int(shape[1]), str(x.ty.dtype)
