@@ -3,12 +3,14 @@ build time (engine/schedule/cpu/ragged.py): onnx's reference values, one kernel,
 build's loops."""
 
 import numpy as np
+import onnx
 import pytest
 import tvm
 import tvm_ffi
 from onnx import helper
 from tvm import tirx
 
+from engine.errors import UnsupportedOpError
 from engine.events import CompileOptions
 from engine.schedule.cpu.common import vector_lanes
 from engine.schedule.cpu.ragged import RAGGED_ROW, split_ragged_rows
@@ -80,3 +82,12 @@ def test_a_row_of_whole_vectors_is_not_marked(tmp_path):
     (func,) = [f for _, f in Session(path).scheduled("llvm").module.functions_items()
                if isinstance(f, tirx.PrimFunc)]
     assert RAGGED_ROW not in str(func)
+
+
+def test_a_window_of_no_channels_is_a_one_line_error(tmp_path):
+    info = lambda name: helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, [1, 4, 3, 3])
+    graph = helper.make_graph([helper.make_node("LRN", ["x"], ["y"], size=0)], "g", [info("x")], [info("y")])
+    path = tmp_path / "lrn0.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    with pytest.raises(UnsupportedOpError, match="LRN: size must be at least 1, got 0"):
+        Session(str(path)).compile(BUILD_ONLY)
