@@ -21,6 +21,7 @@ from engine.parallel.gain import CostModel, cpu_cost_model, gpu_cost_model
 from engine.resources import CodegenCheck
 from engine.schedule.cpu import rules as cpu_rules
 from engine.schedule.cpu.fast_math import cpu_legalize
+from engine.schedule.cpu.ragged import split_ragged_rows
 from engine.schedule import gpu as gpu_schedule
 
 
@@ -125,12 +126,6 @@ def _native_build(mod: tvm.IRModule, target: tvm.target.Target):
     return tvm.compile(mod, target=target)
 
 
-def _cpu_before_build(mod: tvm.IRModule) -> tvm.IRModule:
-    from engine.schedule.cpu.ragged import split_ragged_rows
-
-    return split_ragged_rows(mod)
-
-
 def _emulated_build(mod: tvm.IRModule, target: tvm.target.Target):
     from engine.runtime.emulation import emulate_on_cpu
 
@@ -161,7 +156,7 @@ TARGETS: dict[str, TargetSpec] = {
                        cpu_rules.schedule_func, CPU_CODEGEN, cpu_cost_model, _native_build, host_emulation=False,
                        times_fusion=True, cotuner=_cotune_cpu, arch_help="llvm -mcpu name (default: this CPU)",
                        legalize=cpu_legalize, relax_passes=_cpu_relax_passes,
-                       before_build=_cpu_before_build),
+                       before_build=split_ragged_rows),
     "cuda": TargetSpec("cuda", "cuda", "blockIdx", _cuda, gpu_schedule.schedule_module, None, GPU_CODEGEN,
                        gpu_cost_model, _emulated_build, host_emulation=True,
                        codegen_check=gpu_schedule.check_with_nvcc, cotuner=_cotune_gpu,

@@ -29,10 +29,10 @@ def _lrn(inputs, attrs):
     before = (size - 1) // 2
     square = R.multiply(x, x)
     pads = [0, 0, before, size - 1 - before] + [0, 0] * (len(shape) - 2)
-    padded = R.nn.pad(square, pads) if size > 1 else square
+    padded = R.nn.pad(square, pads)
     total = None
     for k in range(size):
-        tap = R.strided_slice(padded, axes=[1], begin=[k], end=[k + channels]) if size > 1 else padded
+        tap = R.strided_slice(padded, axes=[1], begin=[k], end=[k + channels])
         total = tap if total is None else R.add(total, tap)
     scale = R.add(R.multiply(total, relax.const(float(attrs.get("alpha", 1e-4)) / size, dtype)),
                   relax.const(float(attrs.get("bias", 1.0)), dtype))
