@@ -13,6 +13,7 @@ from tvm.tirx import _ffi_api as _tirx_api
 from tvm.tirx.buffer import is_buffer_var
 
 from engine.errors import CompileError
+from engine.ir_module import with_functions
 
 
 OP_PATTERN_OPAQUE = 8  # relax OpPatternKind::kOpaque
@@ -67,12 +68,7 @@ def c_identifier_names(mod: tvm.IRModule) -> tvm.IRModule:
             return cache[h]
 
         updates[gv] = tvm_ffi.structural_map(func, (ir.Var, on_var))
-    if not updates:
-        return mod
-    mod = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
-    for gv, func in updates.items():
-        mod[gv] = func
-    return mod
+    return with_functions(mod, updates)
 
 
 def unravel(index, dims, dtype: str = "int64") -> dict[int, object]:

@@ -28,6 +28,7 @@ from tvm import relax, tirx
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
+from engine.ir_module import with_functions
 from engine.tuning.builder import import_intrinsics, local_builder
 from engine.tuning.database import Choice, KernelRecord, TuneStore, workload_key
 from engine.tuning.knobs import schedule_knobs, template_points
@@ -119,10 +120,7 @@ def tune_module(mod: tvm.IRModule, target, default_schedule: Callable, store: Tu
         if func is not None:
             for gv in w.gvars:
                 updates[gv] = as_kernel(func, mod[gv])
-    if updates:
-        mod = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
-        for gv, func in updates.items():
-            mod[gv] = func
+    mod = with_functions(mod, updates)
     report = TuneReport(str(store.path), tuple(records[w.key] for w in workloads if w.key in records),
                         runner.count, reused)
     return mod, report

@@ -17,6 +17,8 @@ import tvm_ffi
 from tvm import ir, tirx
 from tvm.s_tir import SBlock
 
+from engine.ir_module import with_functions
+
 RAGGED_ROW = "blockwise.ragged_row"  # loop annotation: the register width in lanes
 
 
@@ -77,9 +79,4 @@ def split_ragged_rows(mod: tvm.IRModule) -> tvm.IRModule:
         if any(marked):
             updates[gv] = tvm_ffi.structural_map(
                 func, (tirx.For, lambda f: _split(f) if RAGGED_ROW in f.annotations else f))
-    if not updates:
-        return mod
-    mod = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
-    for gv, func in updates.items():
-        mod[gv] = func
-    return mod
+    return with_functions(mod, updates)
