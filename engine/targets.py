@@ -58,13 +58,15 @@ class TargetSpec:
 
     def build(self, mod: tvm.IRModule, target: tvm.target.Target):
         """The target's own build of a scheduled module."""
-        return tvm.compile(self._prepared(mod), target=target)
+        return tvm.compile(self.prepare(mod), target=target)
 
     def host_compile(self, mod: tvm.IRModule, target: tvm.target.Target):
         """`host_build` of the module `build` would compile."""
-        return self.host_build(self._prepared(mod), target)
+        return self.host_build(self.prepare(mod), target)
 
-    def _prepared(self, mod: tvm.IRModule) -> tvm.IRModule:
+    def prepare(self, mod: tvm.IRModule) -> tvm.IRModule:
+        """`mod` as this target's builds compile it (`before_build` applied): what tuning and
+        co-tuning candidates are built from too, so they are measured as they will run."""
         return self.before_build(mod) if self.before_build is not None else mod
 
     @property

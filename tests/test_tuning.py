@@ -55,6 +55,27 @@ def test_build_function_skips_the_intrinsics_import():
     assert out.stdout.strip() == "False"
 
 
+def test_tuning_builds_split_ragged_rows_as_the_compile_does():
+    """A candidate (a default schedule measured beside MetaSchedule's) is built as the
+    compile builds it: a marked 55-wide row becomes register vectors and a tail, not one
+    55-lane vector that LLVM would build lane by lane."""
+    import re
+
+    from tvm import s_tir, te
+
+    from engine.schedule.cpu.ragged import mark_ragged_row
+    from engine.tuning.builder import prepare_for
+
+    a = te.placeholder((4, 55), name="A")
+    b = te.compute((4, 55), lambda i, j: a[i, j] * 2.0, name="B")
+    sch = s_tir.Schedule(te.create_prim_func([a, b]).with_attr("global_symbol", "main"))
+    mark_ragged_row(sch, sch.get_loops(sch.get_sblock("B"))[1], 55, 16)
+    lib = build_without_intrinsics(sch.mod, tvm.target.Target({"kind": "llvm", "mcpu": "znver4"}), None)
+    assert set(re.findall(r"<(\d+) x float>", lib.inspect_source("ll"))) == {"16", "7"}
+    cuda = tvm.target.Target({"kind": "cuda", "arch": "sm_90"})
+    assert prepare_for(cuda, sch.mod).same_as(sch.mod)  # no pre-build rewrite for cuda
+
+
 def test_tune_hook_runs_inside_the_schedule_stage(monkeypatch, tmp_path):
     from engine.tuning import hook
 

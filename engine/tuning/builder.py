@@ -56,12 +56,23 @@ def import_intrinsics() -> None:
 
 
 def build_without_intrinsics(mod, target, _params):
-    """MetaSchedule's default build minus the tensor-intrinsics import (runs in workers)."""
+    """MetaSchedule's default build minus the tensor-intrinsics import (runs in workers),
+    with the target's own pre-build rewrite (engine.targets.TargetSpec.prepare): a candidate
+    is timed as the compile would build it (llvm: a default schedule's ragged rows split)."""
     from tvm.driver import build  # pylint: disable=import-outside-toplevel
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock  # pylint: disable=import-outside-toplevel
 
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-    return build(mod, target=target)
+    return build(prepare_for(target, mod), target=target)
+
+
+def prepare_for(target, mod):
+    """`mod` as the blockwise target of `target`'s kind prepares it for a build (unchanged
+    for a kind blockwise has no spec for)."""
+    from engine.targets import TARGETS  # pylint: disable=import-outside-toplevel  (a worker's import)
+
+    spec = TARGETS.get(str(target.kind.name))
+    return spec.prepare(mod) if spec is not None else mod
 
 
 def local_builder(max_workers: int | None = None, timeout_sec: float = BUILD_TIMEOUT_S):

@@ -32,6 +32,7 @@ from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 from engine.schedule.cpu.common import has_preproc, num_cores
 from engine.parallel.codegen import CPU_CODEGEN
 from engine.parallel.codegen.cpu import CpuLayout, cpu_member, fuse_cpu
+from engine.tuning.builder import prepare_for
 from engine.tuning.knobs import member_variants
 
 Measure = Callable[[tirx.PrimFunc], float]
@@ -161,7 +162,8 @@ class Group:
 def time_kernel(func: tirx.PrimFunc, target, repeat: int = 5, min_repeat_ms: int = 20,
                 seed: int = 0) -> float:
     """Median seconds of one call of `func` (built for `target`) on random inputs."""
-    ex = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=target)
+    mod = prepare_for(target, tvm.IRModule({"main": func.with_attr("global_symbol", "main")}))
+    ex = tvm.compile(mod, target=target)
     dev = tvm.cpu()
     rng = np.random.default_rng(seed)
     args = [tvm.runtime.tensor(rng.standard_normal([int(s) for s in a.shape]).astype(a.dtype), dev)

@@ -21,7 +21,7 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
-from engine.tuning.builder import import_intrinsics
+from engine.tuning.builder import import_intrinsics, prepare_for
 from engine.tuning.measure import device_type
 
 MANIFEST = "manifest.json"
@@ -71,7 +71,7 @@ def export_candidates(candidates: list[Candidate], target, out_dir) -> Path:
                         "args": [{"shape": [int(s) for s in a.shape], "dtype": str(a.dtype)} for a in args],
                         "workload": ms.database.Workload(cand.workload).as_json(),
                         "record": record.as_json()})
-    tvm.compile(tvm.IRModule(funcs), target=target).export_library(str(out / LIBRARY))
+    tvm.compile(prepare_for(target, tvm.IRModule(funcs)), target=target).export_library(str(out / LIBRARY))
     manifest = {"format": 1, "target": str(target), "device": device_type(target), "library": LIBRARY,
                 "candidates": entries}
     path = out / MANIFEST
