@@ -290,3 +290,14 @@ def test_a_producer_read_by_few_bands_is_refused(tmp_path):
     pool, concat = [n for n in names if "pool" in n][0], [n for n in names if "concat" in n][0]
     with pytest.raises(FusionUnsupported, match="reads the producer in 16 of its 32 channels only"):
         row_link(module[pool], module[concat], [pool, concat], 1, cores=2)
+
+
+def test_a_padded_stride_2_window_is_fitted_as_stride_2():
+    """Rows [2y-1, 2y+2) clamped to the input (a 3x3 stride-2 pool, padded): the rows also
+    fit a stride-1 window of half the input, which would read as no row locality; the
+    tightest window is the one stated and fused."""
+    from engine.parallel.codegen.cpu_rows import RowWindow, _fit_window
+
+    y = np.arange(56)
+    lo, hi = np.maximum(2 * y - 1, 0), np.minimum(2 * y + 2, 112)
+    assert _fit_window(lo, hi, 112) == RowWindow(2, -1, 3, 112)

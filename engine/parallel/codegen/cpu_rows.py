@@ -151,6 +151,7 @@ def _fit_window(lo: np.ndarray, hi: np.ndarray, rows_in: int) -> RowWindow | Non
     if len(ys) == 0:
         return None
     strides = {int(lo[b] - lo[a]) // (b - a) for a, b in zip(ys[:-1], ys[1:]) if (lo[b] - lo[a]) % (b - a) == 0}
+    fits = []
     for s in sorted(strides or {0}):
         if s < 0:
             continue
@@ -158,8 +159,10 @@ def _fit_window(lo: np.ndarray, hi: np.ndarray, rows_in: int) -> RowWindow | Non
         size = int(np.max(hi[ys] - s * ys)) - offset
         w = RowWindow(int(s), offset, size, int(rows_in))
         if all(w.lo(int(y)) <= lo[y] and w.hi(int(y)) >= hi[y] for y in ys):
-            return w
-    return None
+            fits.append(w)
+    # the tightest: a padded stride-2 window (rows 0..1, 1..3, 3..5, ..) also fits stride 1
+    # with a window of half the input
+    return min(fits, key=lambda w: w.size, default=None)
 
 
 def _boxes(stage: CpuStage, params: list, param: int, kind: AccessKind, n_inputs: int):
