@@ -269,7 +269,8 @@ def test_a_band_of_channels_is_named_channels_and_verifies(tmp_path):
              helper.make_node("Mul", ["r", "avg"], ["y"])]
     session = Session(_saved(tmp_path / "window.onnx", nodes, [x], [y], [axis]))
     plan = session.propose("llvm").plan
-    (d,) = _rows(plan)
+    # (the square -> channel-window sum pair is listed too, refused: 12% of it recomputed)
+    (d,) = [d for d in _rows(plan) if d.status is DecisionStatus.PROPOSED]
     link = d.evidence.rows
     assert (link.axis, link.rows) == ("channels", 32)
     assert link.describe().startswith("channel bands:") and "rows" not in link.describe()
