@@ -65,8 +65,8 @@ class TargetSpec:
         return self.host_build(self.prepare(mod), target)
 
     def prepare(self, mod: tvm.IRModule) -> tvm.IRModule:
-        """`mod` as this target's builds compile it (`before_build` applied): what tuning and
-        co-tuning candidates are built from too, so they are measured as they will run."""
+        """`mod` as this target's builds compile it (`before_build` applied; tuning and
+        co-tuning pass `before_build` to their candidate builds too)."""
         return self.before_build(mod) if self.before_build is not None else mod
 
     @property

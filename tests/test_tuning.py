@@ -2,6 +2,7 @@
 
 import inspect
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -55,25 +56,33 @@ def test_build_function_skips_the_intrinsics_import():
     assert out.stdout.strip() == "False"
 
 
-def test_tuning_builds_split_ragged_rows_as_the_compile_does():
+def test_tuning_builds_split_ragged_rows_as_the_compile_does(monkeypatch):
     """A candidate (a default schedule measured beside MetaSchedule's) is built as the
     compile builds it: a marked 55-wide row becomes register vectors and a tail, not one
-    55-lane vector that LLVM would build lane by lane."""
+    55-lane vector that LLVM would build lane by lane; the tuner's builder gets the llvm
+    target's rewrite."""
     import re
 
     from tvm import s_tir, te
 
+    import engine.tuning.tuner as tuner
     from engine.schedule.cpu.ragged import mark_ragged_row
-    from engine.tuning.builder import prepare_for
+    from engine.tuning.builder import local_builder
 
     a = te.placeholder((4, 55), name="A")
     b = te.compute((4, 55), lambda i, j: a[i, j] * 2.0, name="B")
     sch = s_tir.Schedule(te.create_prim_func([a, b]).with_attr("global_symbol", "main"))
     mark_ragged_row(sch, sch.get_loops(sch.get_sblock("B"))[1], 55, 16)
-    lib = build_without_intrinsics(sch.mod, tvm.target.Target({"kind": "llvm", "mcpu": "znver4"}), None)
-    assert set(re.findall(r"<(\d+) x float>", lib.inspect_source("ll"))) == {"16", "7"}
-    cuda = tvm.target.Target({"kind": "cuda", "arch": "sm_90"})
-    assert prepare_for(cuda, sch.mod).same_as(sch.mod)  # no pre-build rewrite for cuda
+    target = tvm.target.Target({"kind": "llvm", "mcpu": "znver4"})
+    vectors = lambda lib: set(re.findall(r"<(\d+) x float>", lib.inspect_source("ll")))
+    llvm = get_target("llvm").before_build
+    assert vectors(build_without_intrinsics(sch.mod, target, None, llvm)) == {"16", "7"}
+    assert vectors(build_without_intrinsics(sch.mod, target, None)) == {"55"}  # what it was
+    seen = []
+    monkeypatch.setattr(tuner, "local_builder", lambda **kw: seen.append(kw) or local_builder(**kw))
+    tune_module(matmul_module(16), get_target("llvm").target(None), lambda m, t: None,
+                TuneStore(tempfile.mkdtemp()), TuneOptions(trials=0), before_build=llvm)
+    assert seen == [{"before_build": llvm}]
 
 
 def test_tune_hook_runs_inside_the_schedule_stage(monkeypatch, tmp_path):

@@ -15,6 +15,7 @@ TVMScript calls ``inspect.stack()`` per intrinsic (the standard one scans all of
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import linecache
 import sys
@@ -55,28 +56,28 @@ def import_intrinsics() -> None:
         import tvm.s_tir.tensor_intrin  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
 
 
-def build_without_intrinsics(mod, target, _params):
-    """MetaSchedule's default build minus the tensor-intrinsics import (runs in workers),
-    with the target's own pre-build rewrite (engine.targets.TargetSpec.prepare): a candidate
-    is timed as the compile would build it (llvm: a default schedule's ragged rows split)."""
+def build_without_intrinsics(mod, target, _params, before_build=None):
+    """MetaSchedule's default build minus the tensor-intrinsics import (runs in workers).
+    `before_build`: the target's rewrite of a scheduled module before any build
+    (engine.targets.TargetSpec.before_build), so a candidate is timed as the compile builds
+    it (llvm: a default schedule's ragged rows split)."""
     from tvm.driver import build  # pylint: disable=import-outside-toplevel
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock  # pylint: disable=import-outside-toplevel
 
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-    return build(prepare_for(target, mod), target=target)
+    return build(prepared(mod, before_build), target=target)
 
 
-def prepare_for(target, mod):
-    """`mod` as the blockwise target of `target`'s kind prepares it for a build (unchanged
-    for a kind blockwise has no spec for)."""
-    from engine.targets import TARGETS  # pylint: disable=import-outside-toplevel  (a worker's import)
-
-    spec = TARGETS.get(str(target.kind.name))
-    return spec.prepare(mod) if spec is not None else mod
+def prepared(mod, before_build=None):
+    """`mod` after the target's pre-build rewrite, if it has one."""
+    return before_build(mod) if before_build is not None else mod
 
 
-def local_builder(max_workers: int | None = None, timeout_sec: float = BUILD_TIMEOUT_S):
+def local_builder(max_workers: int | None = None, timeout_sec: float = BUILD_TIMEOUT_S, before_build=None):
+    """A LocalBuilder of build_without_intrinsics; `before_build` a module-level function
+    (the workers unpickle it by name)."""
     from tvm.s_tir import meta_schedule as ms  # pylint: disable=import-outside-toplevel
 
-    return ms.builder.LocalBuilder(max_workers=max_workers, timeout_sec=timeout_sec,
-                                   f_build=build_without_intrinsics)
+    f_build = build_without_intrinsics if before_build is None else \
+        functools.partial(build_without_intrinsics, before_build=before_build)
+    return ms.builder.LocalBuilder(max_workers=max_workers, timeout_sec=timeout_sec, f_build=f_build)

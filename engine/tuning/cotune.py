@@ -32,7 +32,7 @@ from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 from engine.schedule.cpu.common import has_preproc, num_cores
 from engine.parallel.codegen import CPU_CODEGEN
 from engine.parallel.codegen.cpu import CpuLayout, cpu_member, fuse_cpu
-from engine.tuning.builder import prepare_for
+from engine.tuning.builder import prepared
 from engine.tuning.knobs import member_variants
 
 Measure = Callable[[tirx.PrimFunc], float]
@@ -113,8 +113,9 @@ class Group:
     tuned alone by MetaSchedule): it becomes that member's first variant."""
 
     def __init__(self, funcs: list[tirx.PrimFunc], target, names: list[str] | None = None,
-                 scheduled: list[tirx.PrimFunc | None] | None = None):
+                 scheduled: list[tirx.PrimFunc | None] | None = None, before_build=None):
         self.target = target
+        self.before_build = before_build  # the target's pre-build rewrite: timed as built
         self.names = list(names or [f"m{i}" for i in range(len(funcs))])
         scheduled = scheduled or [None] * len(funcs)
         self.variants = []
@@ -160,9 +161,10 @@ class Group:
 
 
 def time_kernel(func: tirx.PrimFunc, target, repeat: int = 5, min_repeat_ms: int = 20,
-                seed: int = 0) -> float:
-    """Median seconds of one call of `func` (built for `target`) on random inputs."""
-    mod = prepare_for(target, tvm.IRModule({"main": func.with_attr("global_symbol", "main")}))
+                seed: int = 0, before_build=None) -> float:
+    """Median seconds of one call of `func` (built for `target`, after the target's
+    `before_build` as the compile's builds) on random inputs."""
+    mod = prepared(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), before_build)
     ex = tvm.compile(mod, target=target)
     dev = tvm.cpu()
     rng = np.random.default_rng(seed)
@@ -221,7 +223,7 @@ def cotune(group: Group, trials: int, seed: int = 1, measure: Measure | None = N
     then each member's knob with the others at the best point so far (the baseline's
     per-member search, but timed inside the fused kernel, where members share the cores
     and caches), then one-knob mutations of every dimension around the best points."""
-    measure = measure or (lambda f: time_kernel(f, group.target))
+    measure = measure or (lambda f: time_kernel(f, group.target, before_build=group.before_build))
     n = len(group.variants)
     n_sliced = len(group.layouts)
     # point = (knob_0..knob_n-1, layout, share_0..share_n-1); layout index n_sliced means
@@ -287,7 +289,7 @@ def tune_separately_then_fuse(group: Group, trials: int, seed: int = 1,
                               measure: Measure | None = None) -> CotuneResult:
     """Baseline: each member tunes its knobs on its own time (trials / members each), then
     the winners are fused with the pipeline's default layout."""
-    measure = measure or (lambda f: time_kernel(f, group.target))
+    measure = measure or (lambda f: time_kernel(f, group.target, before_build=group.before_build))
     rng = random.Random(seed)
     share = max(1, trials // len(group.variants))
     knobs, history = [], []
@@ -306,7 +308,7 @@ def compare_cotuning(group: Group, trials: int, seed: int = 1, rounds: int = 5,
     """Co-tune and the baseline with the same budget; the two winners, and the baseline's
     tiles with the co-tuned layout, are then re-measured side by side, alternating,
     `rounds` times (median): the search's own figures are single noisy samples."""
-    measure = measure or (lambda f: time_kernel(f, group.target))
+    measure = measure or (lambda f: time_kernel(f, group.target, before_build=group.before_build))
     joint = cotune(group, trials, seed, measure)
     alone = tune_separately_then_fuse(group, trials, seed, measure)
     layout_only = GroupConfig(alone.config.knobs, joint.config.layout)

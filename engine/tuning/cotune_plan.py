@@ -89,7 +89,7 @@ def cotune_plan(mod: tvm.IRModule, unscheduled: tvm.IRModule, ctx, plan, trials:
         funcs = [unscheduled[n] for n in names]
         current = [mod[n] if is_scheduled(mod[n]) else None for n in names]
         try:
-            group = Group(funcs, ctx.target, names, current)
+            group = Group(funcs, ctx.target, names, current, ctx.spec.before_build)
             group.fused(GroupConfig((0,) * len(names), group.default_layout()))
         except (BlockwiseError, ValueError) as err:
             emit(f"co-tuning {d.id}: skipped ({one_line(err, 120)})")

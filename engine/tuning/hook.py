@@ -49,7 +49,8 @@ def tune_kernels(mod: tvm.IRModule, ctx, options: TuneOptions, plan=None) -> Tun
     if options.rpc is not None:
         check_tracker(options.rpc)  # seconds, not TVM's minute of retries per connection
     unscheduled = mod
-    mod, report = tune_module(mod, ctx.target, ctx.spec.schedule_one, store, options, emit)
+    mod, report = tune_module(mod, ctx.target, ctx.spec.schedule_one, store, options, emit,
+                              ctx.spec.before_build)
     notes = report.notes() if options.trials > 0 else []
     records: list = []
     if options.cotune_trials > 0 and plan is not None:

@@ -66,15 +66,16 @@ class _Workload:
 
 
 def tune_module(mod: tvm.IRModule, target, default_schedule: Callable, store: TuneStore,
-                options: TuneOptions, emit: Callable[[str], None] = lambda m: None
+                options: TuneOptions, emit: Callable[[str], None] = lambda m: None, before_build=None
                 ) -> tuple[tvm.IRModule, TuneReport]:
     """Tune the unscheduled PrimFuncs of `mod`; returns the module with the chosen tuned
-    kernels scheduled (marked `tirx.is_scheduled`) and a report."""
+    kernels scheduled (marked `tirx.is_scheduled`) and a report. `before_build`: the
+    target's rewrite before a build, applied to every candidate (timed as it will run)."""
     workloads = _workloads(mod)
     records = store.load_records()
     reused = sum(1 for w in workloads if w.key in records)
     runner = CountingRunner(make_runner(options.rpc))
-    builder = local_builder()
+    builder = local_builder(before_build=before_build)
     db = store.database()
 
     # 1. The default schedule of each new workload, measured once (to rank them).
