@@ -1,4 +1,4 @@
-"""A copy of an IRModule with some of its functions replaced."""
+"""Copies of an IRModule: some of its functions replaced; rewritten for a build."""
 
 from __future__ import annotations
 
@@ -14,3 +14,9 @@ def with_functions(mod: tvm.IRModule, updates: dict) -> tvm.IRModule:
     for gv, func in updates.items():
         out[gv] = func
     return out
+
+
+def prepared(mod: tvm.IRModule, before_build=None) -> tvm.IRModule:
+    """`mod` after a target's pre-build rewrite (engine.targets.TargetSpec.before_build),
+    if it has one: what the compile's builds and tuning's candidate builds compile."""
+    return before_build(mod) if before_build is not None else mod

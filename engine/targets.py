@@ -16,6 +16,7 @@ import tvm
 
 from engine.errors import CompileError
 from engine.gpu_devices import GPU_DEVICES
+from engine.ir_module import prepared
 from engine.parallel.codegen import CPU_CODEGEN, GPU_CODEGEN, FusionCodegen
 from engine.parallel.gain import CostModel, cpu_cost_model, gpu_cost_model
 from engine.resources import CodegenCheck
@@ -58,16 +59,11 @@ class TargetSpec:
 
     def build(self, mod: tvm.IRModule, target: tvm.target.Target):
         """The target's own build of a scheduled module."""
-        return tvm.compile(self.prepare(mod), target=target)
+        return tvm.compile(prepared(mod, self.before_build), target=target)
 
     def host_compile(self, mod: tvm.IRModule, target: tvm.target.Target):
         """`host_build` of the module `build` would compile."""
-        return self.host_build(self.prepare(mod), target)
-
-    def prepare(self, mod: tvm.IRModule) -> tvm.IRModule:
-        """`mod` as this target's builds compile it (`before_build` applied; tuning and
-        co-tuning pass `before_build` to their candidate builds too)."""
-        return self.before_build(mod) if self.before_build is not None else mod
+        return self.host_build(prepared(mod, self.before_build), target)
 
     @property
     def fuses_vertically(self) -> bool:

@@ -64,13 +64,10 @@ def build_without_intrinsics(mod, target, _params, before_build=None):
     from tvm.driver import build  # pylint: disable=import-outside-toplevel
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock  # pylint: disable=import-outside-toplevel
 
+    from engine.ir_module import prepared  # pylint: disable=import-outside-toplevel
+
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     return build(prepared(mod, before_build), target=target)
-
-
-def prepared(mod, before_build=None):
-    """`mod` after the target's pre-build rewrite, if it has one."""
-    return before_build(mod) if before_build is not None else mod
 
 
 def local_builder(max_workers: int | None = None, timeout_sec: float = BUILD_TIMEOUT_S, before_build=None):

@@ -30,9 +30,9 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
 from engine.schedule.cpu.common import has_preproc, num_cores
+from engine.ir_module import prepared
 from engine.parallel.codegen import CPU_CODEGEN
 from engine.parallel.codegen.cpu import CpuLayout, cpu_member, fuse_cpu
-from engine.tuning.builder import prepared
 from engine.tuning.knobs import member_variants
 
 Measure = Callable[[tirx.PrimFunc], float]
@@ -155,6 +155,10 @@ class Group:
     def knob_values(self, cfg: GroupConfig) -> tuple[tuple, ...]:
         return tuple(self.variants[m][k][0] for m, k in enumerate(cfg.knobs))
 
+    def time(self, func: tirx.PrimFunc) -> float:
+        """Seconds of one call of `func` (a fused point) built for the group's target."""
+        return time_kernel(func, self.target, before_build=self.before_build)
+
     def scheduled_member(self, m: int, k: int) -> tirx.PrimFunc:
         """Member m's variant k with its weight repack, for the pipeline's schedule stage."""
         return self.variants[m][k][1]
@@ -223,7 +227,7 @@ def cotune(group: Group, trials: int, seed: int = 1, measure: Measure | None = N
     then each member's knob with the others at the best point so far (the baseline's
     per-member search, but timed inside the fused kernel, where members share the cores
     and caches), then one-knob mutations of every dimension around the best points."""
-    measure = measure or (lambda f: time_kernel(f, group.target, before_build=group.before_build))
+    measure = measure or group.time
     n = len(group.variants)
     n_sliced = len(group.layouts)
     # point = (knob_0..knob_n-1, layout, share_0..share_n-1); layout index n_sliced means
@@ -289,7 +293,7 @@ def tune_separately_then_fuse(group: Group, trials: int, seed: int = 1,
                               measure: Measure | None = None) -> CotuneResult:
     """Baseline: each member tunes its knobs on its own time (trials / members each), then
     the winners are fused with the pipeline's default layout."""
-    measure = measure or (lambda f: time_kernel(f, group.target, before_build=group.before_build))
+    measure = measure or group.time
     rng = random.Random(seed)
     share = max(1, trials // len(group.variants))
     knobs, history = [], []
@@ -308,7 +312,7 @@ def compare_cotuning(group: Group, trials: int, seed: int = 1, rounds: int = 5,
     """Co-tune and the baseline with the same budget; the two winners, and the baseline's
     tiles with the co-tuned layout, are then re-measured side by side, alternating,
     `rounds` times (median): the search's own figures are single noisy samples."""
-    measure = measure or (lambda f: time_kernel(f, group.target, before_build=group.before_build))
+    measure = measure or group.time
     joint = cotune(group, trials, seed, measure)
     alone = tune_separately_then_fuse(group, trials, seed, measure)
     layout_only = GroupConfig(alone.config.knobs, joint.config.layout)

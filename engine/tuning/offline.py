@@ -21,7 +21,8 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
-from engine.tuning.builder import import_intrinsics, prepared
+from engine.ir_module import prepared
+from engine.tuning.builder import import_intrinsics
 from engine.tuning.measure import device_type
 
 MANIFEST = "manifest.json"
