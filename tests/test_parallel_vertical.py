@@ -113,3 +113,30 @@ def test_an_overlapping_decision_is_skipped_and_says_by_which(mha):
     out = {o.id: o for o in result.fusion.decisions}
     assert out[first].result is DecisionResult.APPLIED
     assert out[second].result is DecisionResult.OVERLAPPED and first in out[second].reason
+
+def test_block_groups_leave_every_core_chunks_and_fit_the_intermediate():
+    from engine.parallel.codegen.cpu import GROUP_BYTES, block_group
+
+    assert block_group(3136, 1024, 2) == 196  # resnet50's res2 projection -> expansion: 16 chunks
+    assert block_group(3136, GROUP_BYTES // 7, 2) == 7  # the group's intermediate within GROUP_BYTES
+    assert block_group(8, 1024, 2) == 1  # too few blocks to group
+
+
+def test_two_reductions_fuse_in_groups_of_blocks_and_verify(res2net, monkeypatch):
+    """conv -> its global pool: both reduce, so a fused chunk runs a group of producer
+    blocks, then their consumer blocks (with one chunk per core asked: fewer chunks than
+    the conv's 8 blocks)."""
+    import tvm_ffi
+    from tvm import tirx
+
+    import engine.parallel.codegen.cpu as cpu
+
+    monkeypatch.setattr(cpu, "CHUNKS_PER_CORE", 1)
+    session, plan = res2net
+    d = _block_level(plan)[0]
+    result = session.compile(CompileOptions(plan=plan.with_approval(d.id), runs=1))
+    assert result.verification.passed
+    loops = []
+    tvm_ffi.structural_walk(result.module[f"vfused_{d.id}"].body, (tirx.For, lambda f: loops.append(int(f.extent))
+                            if f.kind == tirx.ForKind.PARALLEL else None), order="pre")
+    assert len(loops) == 1 and loops[0] < 8 and 8 % loops[0] == 0

@@ -111,7 +111,8 @@ CPU_ROWS = RowFusion(
     lambda p, c, names, link, target: cpu_rows.fuse_rows_cpu(p, c, names, link.consumer_param, link.tasks,
                                                              link.whole_band))
 CPU_CODEGEN = FusionCodegen("llvm", "parallel chunks", cpu.cpu_member, _fuse_cpu, _cpu_default_layout,
-                            lambda p, c, names, link, target=None: cpu.fuse_vertical_cpu(p, c, names, link),
+                            lambda p, c, names, link, target=None: cpu.fuse_vertical_cpu(
+                                p, c, names, link, num_cores(target) if target is not None else 1),
                             cpu.vertical_member_reason, rows=CPU_ROWS, fuse_slices=_slices_cpu)
 GPU_CODEGEN = FusionCodegen("cuda", "thread blocks", gpu.gpu_member, _fuse_gpu,
                             fuse_vertical=_vertical_gpu,
