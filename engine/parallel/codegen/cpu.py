@@ -26,6 +26,7 @@ from tvm.s_tir import SBlock
 from engine.parallel.codegen.link import check_blocks, consumer_blocks, join_intermediate
 from engine.parallel.tir_util import (FusionUnsupported, RootParts, buffer_bytes, count, dispatch, fresh_copy,
                                       fused_func, root_parts, substitute)
+from engine.schedule.cpu.common import CHUNKS_PER_CORE
 
 
 @dataclass(frozen=True)
@@ -189,13 +190,12 @@ def vertical_member_reason(func: tirx.PrimFunc, name: str) -> str:
 
 
 # When both members reduce (two convs), a fused chunk runs a group of consecutive producer
-# blocks, then their consumer blocks; the group is the largest that leaves the cores this
-# many chunks each and its intermediate in GROUP_BYTES. Block by block, resnet50's
-# projection -> expansion pairs alternated two convs' 64-plane input streams every 8 x 32
-# outputs: 0.92-1.01x their members' time alone, grouped 0.95-1.26x (2-core Zen 5, each
-# kernel alone). Injective pairs stay block by block (densenet121's concat -> batch norm:
-# 1.06-1.13x so, 0.86-1.03x grouped).
-CHUNKS_PER_CORE = 8
+# blocks, then their consumer blocks; the group is the largest that leaves every core
+# CHUNKS_PER_CORE chunks (the default schedules' count) and its intermediate in GROUP_BYTES.
+# Block by block, resnet50's projection -> expansion pairs alternated two convs' 64-plane
+# input streams every 8 x 32 outputs: 0.92-1.01x their members' time alone, grouped
+# 0.95-1.26x (2-core Zen 5, each kernel alone). Injective pairs stay block by block
+# (densenet121's concat -> batch norm: 1.06-1.13x so, 0.86-1.03x grouped).
 GROUP_BYTES = 256 * 1024
 
 
