@@ -21,7 +21,6 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
-from engine.ir_module import prepared
 from engine.tuning.builder import import_intrinsics
 from engine.tuning.measure import device_type
 
@@ -56,9 +55,8 @@ def sample_candidates(wmod: tvm.IRModule, target, n: int, seed: int = 1, name: s
     return out
 
 
-def export_candidates(candidates: list[Candidate], target, out_dir, before_build=None) -> Path:
-    """Build every candidate into one library next to a manifest (after the target's
-    `before_build`, as the compile builds); returns the manifest path."""
+def export_candidates(candidates: list[Candidate], target, out_dir) -> Path:
+    """Build every candidate into one library next to a manifest; returns the manifest path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     funcs, entries = {}, []
@@ -73,7 +71,7 @@ def export_candidates(candidates: list[Candidate], target, out_dir, before_build
                         "args": [{"shape": [int(s) for s in a.shape], "dtype": str(a.dtype)} for a in args],
                         "workload": ms.database.Workload(cand.workload).as_json(),
                         "record": record.as_json()})
-    tvm.compile(prepared(tvm.IRModule(funcs), before_build), target=target).export_library(str(out / LIBRARY))
+    tvm.compile(tvm.IRModule(funcs), target=target).export_library(str(out / LIBRARY))
     manifest = {"format": 1, "target": str(target), "device": device_type(target), "library": LIBRARY,
                 "candidates": entries}
     path = out / MANIFEST

@@ -84,7 +84,8 @@ def tune_row_bands(mod: tvm.IRModule, ctx, plan, store: TuneStore, emit: Callabl
                 measured = []
                 for bands, whole in candidates(chain, cores, link.tasks):
                     fused = fuse_rows_cpu(mod[names[0]], mod[names[1]], names, link.consumer_param, bands, whole)
-                    measured.append((bands, whole, time_kernel(fused, ctx.target, before_build=ctx.spec.before_build) * 1e3))
+                    ms = time_kernel(fused, ctx.target, before_build=ctx.spec.before_build) * 1e3
+                    measured.append((bands, whole, ms))
             except BlockwiseError as err:
                 emit(f"row bands {d.id}: skipped ({one_line(err, 120)})")
                 continue

@@ -26,7 +26,7 @@ from tvm.s_tir import SBlock
 from engine.parallel.codegen.link import check_blocks, consumer_blocks, join_intermediate
 from engine.parallel.tir_util import (FusionUnsupported, RootParts, buffer_bytes, count, dispatch, fresh_copy,
                                       fused_func, root_parts, substitute)
-from engine.schedule.cpu.common import CHUNKS_PER_CORE
+from engine.schedule.cpu.common import CHUNKS_PER_CORE, reduces
 
 
 @dataclass(frozen=True)
@@ -202,8 +202,7 @@ GROUP_BYTES = 256 * 1024
 def _reduces(stmt: tirx.Stmt) -> bool:
     """Whether `stmt` holds a reduction block (a conv's or matmul's sum)."""
     found = []
-    tvm_ffi.structural_walk(stmt, (SBlock, lambda b: found.append(
-        any(iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars))), order="pre")
+    tvm_ffi.structural_walk(stmt, (SBlock, lambda b: found.append(reduces(b))), order="pre")
     return any(found)
 
 

@@ -65,7 +65,12 @@ def opaque_buffers(sch: s_tir.Schedule) -> list:
 
 
 def is_reduction_block(sch: s_tir.Schedule, block) -> bool:
-    return any(iv.iter_type == tirx.IterVar.CommReduce for iv in sch.get(block).iter_vars)
+    return reduces(sch.get(block))
+
+
+def reduces(stmt) -> bool:
+    """Whether a block statement has a reduction iter var (a conv's, matmul's or pool's sum)."""
+    return any(iv.iter_type == tirx.IterVar.CommReduce for iv in stmt.iter_vars)
 
 
 def iter_kinds(stmt) -> str:
