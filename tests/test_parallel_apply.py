@@ -109,3 +109,18 @@ def test_cli_plan_then_compile(cli, tmp_path):
     assert report["fusion"]["decisions"][1]["fused_ms"] > 0
     res = cli("compile", "mha_block", "--plan", str(plan_file), "--no-export")
     assert res.returncode == 2 and f"{plan_file} is for model 'fire_module', not 'mha_block'" in res.stderr
+
+
+@pytest.mark.parametrize("model", ["fire_module", "mobilenet_block"])
+def test_every_operator_stays_in_exactly_one_kernel_after_fusion(model):
+    # a vertical or slice fusion's call is bound to one member's Var: its other members'
+    # operators must still be listed (FLOPs, the graph's heat, jumps to the kernel)
+    session = Session(model)
+    plan = session.propose("llvm").plan.with_approval("all")
+    plain = session.compile(CompileOptions(timing=False))
+    result = session.compile(CompileOptions(plan=plan, timing=False))
+    assert result.verification.passed and result.launches < plain.launches
+    ops = [o for k in result.kernels for o in k.ops]
+    assert sorted(ops) == sorted(o for k in plain.kernels for o in k.ops)
+    fused = [k for k in result.kernels if k.func[1:].startswith("fused_d")]
+    assert fused and all(len(k.ops) > 2 for k in fused)

@@ -116,7 +116,7 @@ def _apply(plan: FusionPlan, approved, mod, ctx, layouts, oracle: "_Oracle | Non
                     results[d.id] = DecisionOutcome(d.id, DecisionResult.ROLLED_BACK, why)
             kept = good
             verified = f"{len(good)} decision(s) kept after one-by-one verification"
-    kernels = _relist(fused, base, base_kernels)
+    kernels = _relist(fused, base, base_kernels, [vars_of[d.id] for d in kept])
     for d in kept:
         results[d.id] = DecisionOutcome(d.id, DecisionResult.APPLIED, partial.get(d.id, ""), names[d.id],
                                         len(d.members), 1)
@@ -248,26 +248,33 @@ def host_vm(mod, ctx):
     return relax.VirtualMachine(ctx.spec.host_compile(mod, ctx.target), tvm.cpu())
 
 
-def _relist(mod, base, base_kernels: tuple[KernelCall, ...]) -> tuple[KernelCall, ...]:
+def _relist(mod, base, base_kernels: tuple[KernelCall, ...], groups=()) -> tuple[KernelCall, ...]:
     """Kernel calls of the fused `main`: unfused ones keep their KernelCall, a fused call
-    gets its members' operators."""
+    gets all its members' operators. `groups`: the member Vars of each applied decision (a
+    vertical or slice fusion's call is bound to one member's Var and hides the others)."""
     by_var = {key(v): kc for v, kc in zip(member_vars(base, range(len(base_kernels))), base_kernels)}
-    parts: dict[int, list[KernelCall]] = {}
+    group_of = {key(v): i for i, vs in enumerate(groups) for v in vs}
+    parts: dict[int, list] = {}
     for b in main_bindings(mod):
-        if isinstance(b.value, relax.TupleGetItem) and key(b.var) in by_var:
-            parts.setdefault(key(b.value.tuple_value), []).append(by_var[key(b.var)])
+        if isinstance(b.value, relax.TupleGetItem):
+            parts.setdefault(key(b.value.tuple_value), []).append(key(b.var))
     out = []
     for b in main_bindings(mod):
         if not is_call_tir(b.value):
             continue
         func = b.value.args[0].name_hint
-        if key(b.var) in by_var:
+        bound = [key(b.var)] + parts.get(key(b.var), [])
+        fused = {group_of[k] for k in bound if k in group_of}
+        if not fused and key(b.var) in by_var:
             kc = by_var[key(b.var)]
         else:
-            members = parts.get(key(b.var), [])
+            keys = [key(v) for g in fused for v in groups[g]] if fused else bound
+            members = sorted((by_var[k] for k in set(keys) if k in by_var), key=lambda m: m.index)
+            own = by_var.get(key(b.var))
+            shaped = own or (members[0] if members else None)
             reads = tuple(a.name for a in call_args(b.value) if isinstance(a, relax.Var))
-            kc = KernelCall(0, b.var.name, func, tuple(o for m in members for o in m.ops), reads,
-                            members[0].out_shape if members else (), members[0].dtype if members else "")
+            kc = KernelCall(0, own.var if own else b.var.name, func, tuple(o for m in members for o in m.ops),
+                            reads, shaped.out_shape if shaped else (), shaped.dtype if shaped else "")
         out.append(replace(kc, index=len(out), func=func))
     return tuple(out)
 
