@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
 
@@ -202,6 +203,28 @@ def _check(proto: onnx.ModelProto, spec: str) -> None:
         onnx.checker.check_model(proto)
     except Exception as err:
         raise ModelLoadError(f"{spec}: invalid ONNX model: {_first_line(err)}") from None
+    if not _reference_reads(proto.ir_version):
+        # said here, not minutes later when the verify stage opens the reference session
+        raise ModelLoadError(f"{spec}: ONNX IR version {proto.ir_version} is newer than onnxruntime "
+                             "(the reference every compile is checked against) reads: save the model "
+                             "with an older ir_version (onnx.save after setting model.ir_version)")
+
+
+@lru_cache(maxsize=None)
+def _reference_reads(ir_version: int) -> bool:
+    """Whether onnxruntime opens a model of this IR version (it has no query for its maximum):
+    an Identity model of that version, a few milliseconds."""
+    import onnxruntime
+
+    t = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe", [t],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])])
+    probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=ir_version)
+    try:
+        onnxruntime.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as err:
+        return "IR version" not in str(err)
+    return True
 
 
 def _known_ops() -> frozenset[str]:

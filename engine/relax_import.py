@@ -56,11 +56,11 @@ def import_relax(model: Model, graph: OperatorGraph) -> RelaxModule:
     ids = {k: by_index[origin[k]] for k in range(len(origin)) if origin[k] in by_index}
     made_by: dict[relax.Expr, OpId] = {}
     var_made_by: dict[str, OpId] = {}  # converters that emit their own bindings return Vars
-    for index, expr in importer.converted:
+    for index, expr, passed in importer.converted:
         if index in ids:
             _collect_calls(expr, ids[index], made_by)
             for field in (expr.fields if isinstance(expr, relax.Tuple) else [expr]):
-                if isinstance(field, relax.Var):
+                if isinstance(field, relax.Var) and not any(field.same_as(p) for p in passed):
                     var_made_by.setdefault(field.name, ids[index])
     known = {}
     for b in _bindings(mod["main"]):
@@ -150,7 +150,7 @@ def _recording_importer():
 
         def __init__(self):
             super().__init__({}, "float32", keep_params_in_input=False, sanitize=True)
-            self.converted: list[tuple[int, relax.Expr]] = []
+            self.converted: list[tuple[int, relax.Expr, list]] = []  # (position, expr, inputs passed through)
 
         def _check_for_unsupported_ops(self, graph):
             """TVM's check, blind to the operators converted here (LSTM is in no TVM map)."""
@@ -164,7 +164,14 @@ def _recording_importer():
                 expr = self.bb.normalize(fix(inputs, attrs))
             else:
                 expr = super()._convert_operator(op_name, inputs, attrs, opset)
-            self.converted.append((len(self.converted), expr))
+            # an input handed back (Identity, inference Dropout; normalize may bind it to a new
+            # Var) stays its producer's
+            given = [i for i in inputs if i is not None]
+            fields = expr.fields if isinstance(expr, relax.Tuple) else [expr]
+            passed = [f for f in fields if isinstance(f, relax.Var) and any(
+                f.same_as(i) or (self.bb.lookup_binding(f) is not None and self.bb.lookup_binding(f).same_as(i))
+                for i in given)]
+            self.converted.append((len(self.converted), expr, passed))
             return expr
 
     return RecordingImporter()

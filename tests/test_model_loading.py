@@ -60,7 +60,7 @@ def test_unsupported_op_is_named(tmp_path):
     node = onnx.helper.make_node("Celu", ["x"], ["h"], name="celu0")
     node2 = onnx.helper.make_node("MelWeightMatrix", [], [], name="mel")  # not converted by TVM
     graph = onnx.helper.make_graph([node, onnx.helper.make_node("Relu", ["h"], ["y"])], "g", [x], [y])
-    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8)
     from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
     from engine.converters import CONVERTERS  # ours: Celu since the conformance work
 
@@ -72,3 +72,19 @@ def test_unsupported_op_is_named(tmp_path):
     onnx.save(model, path)
     with pytest.raises(UnsupportedOpError, match=f"unsupported op for the TVM ONNX frontend: {missing} \\(node 'celu0'\\)"):
         load_model(str(path))
+
+
+def test_an_ir_version_onnxruntime_cannot_read_is_refused_at_load(tmp_path):
+    model = onnx.load(SAMPLES / "fire_module.onnx")
+    from engine.model import _reference_reads
+
+    if _reference_reads(onnx.IR_VERSION):
+        pytest.skip(f"this onnxruntime reads onnx's newest IR version ({onnx.IR_VERSION})")
+    model.ir_version = onnx.IR_VERSION
+    path = tmp_path / "new.onnx"
+    onnx.save(model, path)
+    with pytest.raises(ModelLoadError, match=f"ONNX IR version {onnx.IR_VERSION} is newer than onnxruntime"):
+        load_model(str(path))
+    model.ir_version = 8
+    onnx.save(model, path)
+    assert load_model(str(path)).inputs
