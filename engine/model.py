@@ -134,6 +134,7 @@ def load_model(spec: str, shapes: Mapping[str, tuple[int, ...]] | None = None,
     replaced = _replace_constant_weights(proto, seed) if is_zoo else 0
     _apply_shapes(proto, dict(shapes or {}), spec)
     _check(proto, spec)
+    _readable_ir_version(proto)
     given = proto
     known = _known_ops()
     expansion = expand_functions(proto, known.__contains__)  # first: bodies have shape chains to fold
@@ -203,11 +204,15 @@ def _check(proto: onnx.ModelProto, spec: str) -> None:
         onnx.checker.check_model(proto)
     except Exception as err:
         raise ModelLoadError(f"{spec}: invalid ONNX model: {_first_line(err)}") from None
-    if not _reference_reads(proto.ir_version):
-        # said here, not minutes later when the verify stage opens the reference session
-        raise ModelLoadError(f"{spec}: ONNX IR version {proto.ir_version} is newer than onnxruntime "
-                             "(the reference every compile is checked against) reads: save the model "
-                             "with an older ir_version (onnx.save after setting model.ir_version)")
+def _readable_ir_version(proto: onnx.ModelProto) -> None:
+    """An IR version newer than onnxruntime reads (this onnx saves 14, onnxruntime 1.31 reads
+    13) is lowered to the newest it reads: onnxruntime folds shapes, calibrates and is the
+    reference of every check, and an operator's meaning is its opset's, not the IR version's
+    (a graph using a newer IR's feature fails there, in one line)."""
+    version = proto.ir_version
+    while version > 3 and not _reference_reads(version):
+        version -= 1
+    proto.ir_version = version
 
 
 @lru_cache(maxsize=None)
