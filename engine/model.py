@@ -204,6 +204,8 @@ def _check(proto: onnx.ModelProto, spec: str) -> None:
         onnx.checker.check_model(proto)
     except Exception as err:
         raise ModelLoadError(f"{spec}: invalid ONNX model: {_first_line(err)}") from None
+
+
 def _readable_ir_version(proto: onnx.ModelProto) -> None:
     """An IR version newer than onnxruntime reads (this onnx saves 14, onnxruntime 1.31 reads
     13) is lowered to the newest it reads: onnxruntime folds shapes, calibrates and is the
@@ -219,14 +221,14 @@ def _readable_ir_version(proto: onnx.ModelProto) -> None:
 def _reference_reads(ir_version: int) -> bool:
     """Whether onnxruntime opens a model of this IR version (it has no query for its maximum):
     an Identity model of that version, a few milliseconds."""
-    import onnxruntime
+    from engine.runtime.measure import onnxruntime_session
 
     t = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
     graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe", [t],
                               [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])])
     probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=ir_version)
     try:
-        onnxruntime.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+        onnxruntime_session(probe.SerializeToString(), threads=1)
     except Exception as err:
         return "IR version" not in str(err)
     return True

@@ -168,13 +168,18 @@ def _recording_importer():
             # Var) stays its producer's
             given = [i for i in inputs if i is not None]
             fields = expr.fields if isinstance(expr, relax.Tuple) else [expr]
-            passed = [f for f in fields if isinstance(f, relax.Var) and any(
-                f.same_as(i) or (self.bb.lookup_binding(f) is not None and self.bb.lookup_binding(f).same_as(i))
-                for i in given)]
+            passed = [f for f in fields if isinstance(f, relax.Var)
+                      and any(f.same_as(i) or _bound_to(self.bb, f, i) for i in given)]
             self.converted.append((len(self.converted), expr, passed))
             return expr
 
     return RecordingImporter()
+
+
+def _bound_to(bb: relax.BlockBuilder, var: relax.Var, expr) -> bool:
+    """Whether `var` is bound to `expr` in the block being built."""
+    value = bb.lookup_binding(var)
+    return value is not None and value.same_as(expr)
 
 
 def _isinf(inputs, attrs) -> relax.Expr:

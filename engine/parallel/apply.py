@@ -248,7 +248,7 @@ def host_vm(mod, ctx):
     return relax.VirtualMachine(ctx.spec.host_compile(mod, ctx.target), tvm.cpu())
 
 
-def _relist(mod, base, base_kernels: tuple[KernelCall, ...], groups=()) -> tuple[KernelCall, ...]:
+def _relist(mod, base, base_kernels: tuple[KernelCall, ...], groups) -> tuple[KernelCall, ...]:
     """Kernel calls of the fused `main`: unfused ones keep their KernelCall, a fused call
     gets all its members' operators. `groups`: the member Vars of each applied decision (a
     vertical or slice fusion's call is bound to one member's Var and hides the others)."""
