@@ -19,7 +19,8 @@ def calibrate_batchnorm(proto: onnx.ModelProto, inputs: dict[str, np.ndarray]) -
     One forward pass suffices: in a probe copy every BN becomes InstanceNormalization,
     which with batch 1 normalises with exactly the statistics we are about to store, so
     every BN input is computed with its upstream already calibrated."""
-    import onnxruntime as ort
+    from engine.cores import cpu_threads
+    from engine.runtime.measure import onnxruntime_session
 
     inits = {i.name: i for i in proto.graph.initializer}
     shapes = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in proto.graph.value_info}
@@ -39,9 +40,7 @@ def calibrate_batchnorm(proto: onnx.ModelProto, inputs: dict[str, np.ndarray]) -
                                            [node.output[0]], name=node.name, epsilon=eps))
     del probe.graph.output[:]
     probe.graph.output.extend(helper.make_empty_tensor_value_info(n.input[0]) for n in bns)
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    sess = ort.InferenceSession(probe.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    sess = onnxruntime_session(probe.SerializeToString(), threads=cpu_threads())
     for n, x in zip(bns, sess.run(None, inputs)):
         eps = next((a.f for a in n.attribute if a.name == "epsilon"), 1e-5)
         axes = tuple(i for i in range(x.ndim) if i != 1)

@@ -234,6 +234,38 @@ def _reference_reads(ir_version: int) -> bool:
     return True
 
 
+def reference_refusal(proto: onnx.ModelProto) -> str | None:
+    """Why onnxruntime cannot be the reference of this model's checks (one line), or None:
+    an ai.onnx opset newer than it supports (onnx 1.23 saves opset 28 as "under development";
+    onnxruntime 1.31 supports up to 26). Its IR version was lowered at load."""
+    version = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if version is None or _reference_opens(version):
+        return None
+    import onnxruntime
+
+    newest = next((v for v in range(version - 1, 0, -1) if _reference_opens(v)), None)
+    return (f"onnxruntime {onnxruntime.__version__}, the reference every compile is checked against, "
+            f"does not support ai.onnx opset {version} (newest: {newest}): export the model with "
+            f"opset {newest} or lower")
+
+
+@lru_cache(maxsize=None)
+def _reference_opens(opset: int) -> bool:
+    """Whether onnxruntime opens an Identity model of this ai.onnx opset (no query either)."""
+    from engine.runtime.measure import onnxruntime_session
+
+    ir_version = next(v for v in range(onnx.IR_VERSION, 3, -1) if _reference_reads(v))
+    t = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe", [t],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])])
+    probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version)
+    try:
+        onnxruntime_session(probe.SerializeToString(), threads=1)
+    except Exception:  # noqa: BLE001 - any refusal means no
+        return False
+    return True
+
+
 def _known_ops() -> frozenset[str]:
     """ONNX operators the import converts: TVM's frontend's and ours."""
     from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map

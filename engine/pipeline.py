@@ -18,11 +18,11 @@ import tvm
 from tvm import relax
 
 from engine.cores import cpu_threads
-from engine.errors import BlockwiseError, CompileError, InternalError, VerificationError, one_line
+from engine.errors import BlockwiseError, CompileError, InternalError, ModelLoadError, VerificationError, one_line
 from engine.events import (STAGES, Cancelled, CompileOptions, ProgressFn, Stage, StageEvent,
                            StageStatus)
 from engine.kernels import KernelCall, list_kernels, trace_fusion
-from engine.model import Model
+from engine.model import Model, reference_refusal
 from engine.opgraph import OperatorGraph
 from engine.parallel.apply import PlanOutcome, apply_plan
 from engine.parallel.tir_util import c_identifier_names
@@ -201,6 +201,9 @@ def fuse_module(mod: tvm.IRModule) -> tvm.IRModule:
 
 def _import(ctx: CompileContext) -> str:
     """Fills target, mod (Relax), owner."""
+    stop = ctx.options.stop_after
+    if stop is None or STAGES.index(stop) >= STAGES.index(Stage.VERIFY):
+        _check_reference(ctx.model)  # before any work, not after the build
     ctx.target = ctx.spec.target(ctx.options.arch)
     imported = import_relax(ctx.model, ctx.graph)
     ctx.owner = imported.owner
@@ -271,6 +274,11 @@ def _build(ctx: CompileContext) -> str:
     return check.note
 
 
+def _check_reference(model: Model) -> None:
+    if why := reference_refusal(model.reference):
+        raise ModelLoadError(why)
+
+
 def _verify(ctx: CompileContext) -> str:
     """Fills ran_on, run, verification.
 
@@ -280,6 +288,7 @@ def _verify(ctx: CompileContext) -> str:
     input, or all below atol) is replaced by a kernel-by-kernel comparison with the
     unscheduled build (engine.runtime.verify)."""
     model, opts = ctx.model, ctx.options
+    _check_reference(model)
     inputs, second = model.random_inputs(opts.seed), model.random_inputs(opts.seed + 1)
     special_ops = special_value_ops(model)
     special = model.random_inputs(opts.seed, specials=True) if special_ops else None

@@ -86,3 +86,22 @@ def test_an_ir_version_onnxruntime_cannot_read_is_lowered_to_one_it_reads(tmp_pa
     loaded = load_model(str(path))
     assert loaded.proto.ir_version < onnx.IR_VERSION and _reference_reads(loaded.proto.ir_version)
     ort.InferenceSession(loaded.reference.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_an_opset_onnxruntime_does_not_support_fails_before_any_work(tmp_path):
+    from engine.events import CompileOptions
+    from engine.model import _reference_opens
+    from engine.session import Session
+
+    newest = onnx.defs.onnx_opset_version()
+    if _reference_opens(newest):
+        pytest.skip(f"this onnxruntime supports onnx's newest opset ({newest})")
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    path = tmp_path / "new_opset.onnx"
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", newest)]), path)
+    events = []
+    with pytest.raises(ModelLoadError, match=f"does not support ai.onnx opset {newest} \\(newest: \\d+\\)"):
+        Session(str(path)).compile(CompileOptions(timing=False), progress=events.append)
+    assert [e.stage.value for e in events] == ["import", "import"]  # start, fail: nothing built
