@@ -126,6 +126,7 @@ class Matmul(ScheduleRule):
             return None
         it, jt = self.tile or options[0]
         b_buf = stmt.reads[1].source
+        wpack = None
         if len(b_buf.ty.shape) == 2 and any(b_buf.same_as(p) for p in func.params):
             # A weight [K, J] -> [J/jt, K, jt]: each column tile's panel is contiguous
             wpack = sch.cache_read(mm, 1, "global")
@@ -139,7 +140,9 @@ class Matmul(ScheduleRule):
         par = sch.fuse(*batch, jo, io)
         if math.prod(int(iv.dom.extent) for iv in stmt.iter_vars) >= MIN_PARALLEL_MACS:
             sch.parallel(par)
-        consumers = [b for b in blocks_of(sch) if not sch.get(b).same_as(sch.get(mm))]
+        # (the weight repack is a producer: a bare matmul writing its output param has none)
+        consumers = [b for b in blocks_of(sch) if not sch.get(b).same_as(sch.get(mm))
+                     and (wpack is None or not sch.get(b).same_as(sch.get(wpack)))]
         if consumers:
             sch.set_scope(mm, 0, "local")
         else:  # the matmul writes the output param: accumulate locally, copy out per tile
