@@ -30,6 +30,11 @@ def estimate_flops(op: str, inputs, outputs, attrs: Mapping[str, object]) -> int
         a = inputs[0].shape
         k = a[0] if op == "Gemm" and attrs.get("transA") else (a[-1] if a else 1)
         return 2 * out * k + (out if op == "Gemm" and len(inputs) > 2 else 0)
+    if op in ("LSTM", "GRU", "RNN") and len(inputs) >= 3:
+        x, w, r = (t.shape for t in inputs[:3])  # X [seq, batch, in]; W, R [dirs, gates*H, in / H]
+        seq, batch = (x[0], x[1]) if int(attrs.get("layout", 0) or 0) == 0 else (x[1], x[0])
+        gates = _numel(w[:2])  # every direction's gates
+        return 2 * seq * batch * (_numel(w) + _numel(r)) + seq * batch * gates * _ELEMENTWISE_COST["Sigmoid"]
     if op in ("MaxPool", "AveragePool", "LpPool"):
         return out * _numel(attrs.get("kernel_shape", (1,)))
     if op in ("GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax"):

@@ -124,6 +124,25 @@ def test_kernel_rows_and_cli_lines_show_medians_spread_share_and_throughput():
     assert lines[2].split()[:5] == ["fused_conv_relu", "1", "0.010", "0.009–0.012", "100.0%"]
 
 
+def test_an_operator_lowered_to_several_kernels_gives_none_of_them_a_throughput():
+    g = _graph()
+    times = [KernelTime(**{**vars(_kt(name, 0.01, 0.009, 0.012)), "share": 0.5}) for name in ("k_a", "k_b")]
+    kernels = [SimpleNamespace(index=0, func="k_a", ops=("conv",)), SimpleNamespace(index=1, func="k_b", ops=("conv", "relu"))]
+    rows = kernel_rows(times, kernels, g)
+    assert [(r.gflops, r.gbs) for r in rows] == [(None, None), (None, None)]
+    lines = kernel_table_lines(rows)
+    assert all(line.split()[5:7] == ["—", "—"] for line in lines[2:])
+
+
+def test_recurrent_operators_count_their_gate_matmuls():
+    from engine.costs import estimate_flops
+
+    t = lambda *shape: SimpleNamespace(shape=shape, dtype="float32")
+    # LSTM, 16 steps, batch 1, input 64, hidden 64, one direction: W [1, 256, 64], R [1, 256, 64]
+    flops = estimate_flops("LSTM", [t(16, 1, 64), t(1, 256, 64), t(1, 256, 64)], [t(16, 1, 1, 64)], {})
+    assert flops == 2 * 16 * (256 * 64 * 2) + 16 * 256 * 4
+
+
 def test_latency_lines_put_noise_beside_the_ratio_and_explain_the_kernel_sum():
     lat, ort = Latency(1.14, 1.0, 3.0, 2.0, 20, 1.10, 1.20), Latency(2.0, 1.9, 2.2, 2.1, 20, 1.95, 2.05)
     lines = latency_lines(lat, ort, [_kt("a", 0.5, 0.45, 0.55), _kt("b", 0.3, 0.25, 0.35)])

@@ -100,14 +100,20 @@ def kernel_rows(times: Sequence[KernelTime], kernels: Sequence = (), graph: Oper
     (their operators: FLOPs, bytes and the graph jump); `graph` for the FLOP/byte estimates."""
     ops_of: dict[str, tuple[str, ...]] = {}
     ids_of: dict[str, str] = {}
+    funcs_of: dict[str, set[str]] = {}
     for k in kernels:
         ops_of[k.func] = ops_of.get(k.func, ()) + tuple(k.ops)
         ids_of[k.func] = (ids_of.get(k.func, "") + f" k{k.index}").strip()
+        for op in k.ops:
+            funcs_of.setdefault(op, set()).add(k.func)
     rows = []
     for t in times:
         per = t.per_inference
         ops = ops_of.get(t.name, ())
-        work = kernel_work(graph, ops) if graph is not None and ops else None
+        # An operator lowered to several kernels (an LSTM's 50, a Split's slices): how its
+        # work divides between them is unknown, so none of them shows a throughput
+        shared = any(len(funcs_of[op]) > 1 for op in ops)
+        work = kernel_work(graph, ops) if graph is not None and ops and not shared else None
         rows.append(KernelRow(t.name, t.calls, per.median_ms, per.q1_ms, per.q3_ms, t.share,
                               work.gflops(per.median_ms) if work else None,
                               work.gbytes(per.median_ms) if work else None, ops, ids_of.get(t.name, "")))
