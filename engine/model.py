@@ -4,7 +4,8 @@ Shape arithmetic (torch exports' Shape -> Gather -> Div -> Concat -> Reshape cha
 folded into initializers once the input shapes are static (engine.onnx_folding), and
 operators the import cannot convert are replaced by their ONNX function bodies
 (engine.onnx_functions); the model as given stays the reference onnxruntime verifies
-against (`Model.reference`).
+against (`Model.reference`). A model older than opset 7 is upgraded first
+(engine.onnx_upgrade): onnxruntime runs no older one.
 
 Zoo models are the "light" model-zoo architectures shipped inside the onnx package. Their
 weights are built by `ConstantOfShape` (every weight 0.02), which makes outputs
@@ -28,6 +29,7 @@ from engine.calibrate import calibrate_batchnorm
 from engine.errors import ModelLoadError, UnsupportedOpError, one_line
 from engine.onnx_folding import fold_shape_arithmetic
 from engine.onnx_functions import expand_functions
+from engine.onnx_upgrade import upgrade_opset
 
 ZOO_PREFIX = "zoo:"
 ZOO_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -63,6 +65,7 @@ class Model:
     folded_nodes: int = 0  # shape-arithmetic nodes folded into initializers
     # the model before folding and function expansion (None: neither changed it)
     unfolded: onnx.ModelProto | None = None
+    upgraded_from: int | None = None  # the file's ai.onnx opset, when older than OLDEST_OPSET
 
     @property
     def reference(self) -> onnx.ModelProto:
@@ -134,6 +137,7 @@ def load_model(spec: str, shapes: Mapping[str, tuple[int, ...]] | None = None,
     replaced = _replace_constant_weights(proto, seed) if is_zoo else 0
     _apply_shapes(proto, dict(shapes or {}), spec)
     _check(proto, spec)
+    proto, upgraded_from = upgrade_opset(proto, spec)
     _readable_ir_version(proto)
     given = proto
     known = _known_ops()
@@ -150,10 +154,19 @@ def load_model(spec: str, shapes: Mapping[str, tuple[int, ...]] | None = None,
         feeds = {spec.name: spec.random(rng) for spec in inputs}
         for calibrated in (proto, unfolded) if unfolded is not None else (proto,):  # the same statistics
             calibrate_batchnorm(calibrated, feeds)
-    name = spec[len(ZOO_PREFIX):] if is_zoo else path.stem
+    name = spec[len(ZOO_PREFIX):] if is_zoo else _model_name(path)
     return Model(name=name, source=spec, proto=proto, inputs=inputs,
                  outputs=tuple(o.name for o in proto.graph.output), weights_replaced=replaced,
-                 folded_nodes=folding.removed if folding is not None else 0, unfolded=unfolded)
+                 folded_nodes=folding.removed if folding is not None else 0, unfolded=unfolded,
+                 upgraded_from=upgraded_from)
+
+
+def _model_name(path: Path) -> str:
+    """The file's stem, or its folder's name for a `model.onnx` (ONNX's test folders, Hugging
+    Face exports): outputs go to out/NAME-TARGET, which one shared name would overwrite."""
+    if path.stem == "model" and path.resolve().parent.name:
+        return path.resolve().parent.name
+    return path.stem
 
 
 def _parse(path: Path) -> onnx.ModelProto:

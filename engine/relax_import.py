@@ -86,8 +86,10 @@ def _fold_batchnorm(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[int]]
     after each batch norm, which loses the binding -> operator link. Returns the rewritten
     model and, per new node, the index of the node it came from."""
     inits = {i.name: i for i in proto.graph.initializer}
+    ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in (*proto.graph.value_info, *proto.graph.input)
+             if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.HasField("shape")}
     bns = [n for n in proto.graph.node if n.op_type == "BatchNormalization" and len(n.output) == 1
-           and all(x in inits for x in n.input[1:5])]
+           and all(x in inits for x in n.input[1:5]) and ranks.get(n.input[0], 0) >= 2]
     if not bns:
         return proto, list(range(len(proto.graph.node)))
     out = onnx.ModelProto()
@@ -103,7 +105,7 @@ def _fold_batchnorm(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[int]]
         eps = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
         mul = scale / np.sqrt(var + eps)
         shift = bias - mean * mul
-        shape = (-1, 1, 1)  # NCHW channel axis
+        shape = (-1,) + (1,) * (ranks[node.input[0]] - 2)  # the channel axis, 1: [N, C, D1, ...]
         names = [f"{node.output[0]}__bn_mul", f"{node.output[0]}__bn_add", f"{node.output[0]}__bn_scaled"]
         out.graph.initializer.extend([numpy_helper.from_array(mul.astype(np.float32).reshape(shape), names[0]),
                                       numpy_helper.from_array(shift.astype(np.float32).reshape(shape), names[1])])
@@ -159,6 +161,8 @@ def _recording_importer():
             super()._check_for_unsupported_ops(rest)
 
         def _convert_operator(self, op_name, inputs, attrs, opset):
+            if op_name == "Slice" and "starts" in attrs:
+                inputs, attrs = _slice_v1_as_inputs(inputs, attrs), {}
             fix = _CONVERTER_FIXES.get(op_name)
             if fix is not None:
                 expr = self.bb.normalize(fix(inputs, attrs))
@@ -174,6 +178,17 @@ def _recording_importer():
             return expr
 
     return RecordingImporter()
+
+
+def _slice_v1_as_inputs(inputs, attrs) -> list:
+    """Slice before opset 10 (starts, ends, axes as attributes) as the inputs of the form
+    TVM's frontend converts: it has that one only and reads absent inputs."""
+    from tvm.relax.frontend.onnx.onnx_frontend import onnx_input
+
+    def const(name):
+        return relax.const(np.array(attrs[name], np.int64)) if name in attrs else None
+
+    return onnx_input([inputs[0], const("starts"), const("ends"), const("axes")])
 
 
 def _bound_to(bb: relax.BlockBuilder, var: relax.Var, expr) -> bool:

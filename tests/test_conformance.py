@@ -46,6 +46,12 @@ _PASSING = [
     "test_attention_4d_gqa",  # ONNX Attention expanded into its function body (TVM's is another op)
     "test_rms_normalization_2d_axis1",  # a function op TVM lacks, expanded
     "test_layer_normalization_3d_axis1_epsilon",  # Mean and InvStdDev outputs (TVM: scalar 0)
+    # PyTorch exports (data/pytorch-converted, -operator), opset 6: upgraded to 7 at load
+    "test_PReLU_2d_multiparam",  # a per-channel slope of opset 6 (TVM: assertion in topi's prelu)
+    "test_BatchNorm1d_3d_input_eval",  # batch norm folded on a 3-D input (it assumed NCHW)
+    "test_ConvTranspose2d",  # the kernel's transposed weight copy: the schedule stage failed
+    "test_operator_index",  # Slice-1's starts/ends attributes (TVM converts Slice-10's inputs only)
+    "test_GLU",  # Mul(6): onnxruntime implements no opset-6 Mul
 ]
 
 

@@ -52,3 +52,14 @@ def test_residual_sum_and_relu_fuse_into_the_conv(tmp_path):
     result = Session(path).compile(BUILD_ONLY)
     assert len(result.kernels) == 1 and "conv2d" in result.kernels[0].func
     np.testing.assert_allclose(_run(result.executable, x), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+def test_max_and_min_propagate_nan_whichever_side_it_is_on(op, tmp_path):
+    """As onnxruntime, numpy and torch do; TVM's `a > b ? a : b` gave max(nan, 1) = 1."""
+    inputs = {"a": np.array([np.nan, 1, np.nan, 2, -np.inf], np.float32),
+              "b": np.array([1, np.nan, np.nan, 3, np.nan], np.float32)}
+    path, _ = _save(tmp_path, [helper.make_node(op, list(inputs), ["y"])], inputs)
+    got = _run(Session(path).compile(BUILD_ONLY).executable, inputs)
+    want = (np.maximum if op == "Max" else np.minimum)(inputs["a"], inputs["b"])
+    np.testing.assert_array_equal(got, want)

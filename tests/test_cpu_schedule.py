@@ -311,3 +311,22 @@ def test_a_1x1_reduction_runs_rows_outside_its_channel_tiles(f, c, hw, rows_oute
     x = RNG.standard_normal((1, c, hw, hw)).astype("float32")
     got = _run(schedule_module(fused, TARGET), [x])
     np.testing.assert_allclose(got, _conv_ref(x, w, np.zeros(f, "float32"), 0, 1), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("c,f,k,stride,pad", [(8, 16, 3, 2, 1), (16, 32, 1, 1, 0)])
+def test_a_conv_transpose_takes_a_conv_rule_with_its_weight_packed_at_compile_time(c, f, k, stride, pad):
+    """ConvTranspose's kernel makes its weight from the param ([C, F, KH, KW] read transposed
+    and flipped): that copy is folded into the repack, which then reads the param and is
+    split out (SplitLayoutRewritePreproc stopped the compile: "The preproc buffer is not
+    found in the original primfunc")."""
+    x = RNG.standard_normal((1, c, 7, 6)).astype("float32")
+    w = RNG.standard_normal((c, f, k, k)).astype("float32")
+    b = RNG.standard_normal((1, f, 1, 1)).astype("float32")
+
+    def body(bb, xv):
+        y = bb.emit(relax.op.nn.conv2d_transpose(xv, relax.const(w), strides=stride, padding=pad))
+        return relax.op.add(y, relax.const(b))
+
+    sched = _check(_module([("x", x.shape)], body), [x], parallel_in=["conv2d_transpose"])
+    (kernel,) = [fn for n, fn in _prim_funcs(sched).items() if "conv2d_transpose" in n]
+    assert len(kernel.params[1].ty.shape) == 5 and "T.vectorized" in kernel.script()

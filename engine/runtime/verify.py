@@ -51,6 +51,7 @@ class OutputCheck:
     rel_elements: int = 0  # elements where rtol governs: |expected| > atol_used / rtol
     elements: int = 0
     mismatches: int = 0  # elements outside the tolerance (or non-finite where they should not be)
+    nonfinite_mismatches: int = 0  # of those, a nan or an infinity where the reference has another value
     exact: bool = False  # bool or integer: compared for equality
     spread: float | None = None  # max |expected - expected on a second input|; None: not measured
     depends_on_input: bool | None = None  # spread beyond DEPENDENCE_REL of scale; None: not measured
@@ -86,6 +87,9 @@ class OutputCheck:
                 text += ", rtol governs no element: none compared relatively"
             if self.mismatches:
                 text += f", {self.mismatches} of {self.elements} elements outside tolerance"
+            if self.nonfinite_mismatches:
+                text += (f" ({self.nonfinite_mismatches} of them a nan or an infinity on one side only, "
+                         "which the max errors leave out)")
         if self.spread is not None:
             text += f"; a second input moves it by {self.spread:.2e}"
             if self.spread > 0 and not self.exact:
@@ -235,7 +239,8 @@ def check_tensor(name: str, expected, actual, rtol: float, atol: float, other=No
         signal_ok = not depends or max_abs <= SIGNAL_TOL * rtol * spread
     return OutputCheck(name, max_abs, max_rel, bad == 0 and signal_ok, scale=scale,
                        atol_used=atol_used, rel_elements=int(rel.sum()), elements=exp.size,
-                       mismatches=bad, spread=spread, depends_on_input=depends, below_atol=scale <= atol)
+                       mismatches=bad, nonfinite_mismatches=int(np.count_nonzero(~special_ok)), spread=spread,
+                       depends_on_input=depends, below_atol=scale <= atol)
 
 
 def compare_outputs(names, expected, actual, rtol: float, atol: float, other=None) -> Verification:

@@ -21,7 +21,7 @@ from tvm import s_tir, tirx
 from tvm.target import Target
 
 from engine.schedule.cpu.common import (PREPROC_ATTR, ScheduleRule, blocks_of, is_reduction_block, iter_kinds, num_cores,
-                                        parallelize)
+                                        parallelize, reduces)
 from engine.schedule.cpu.isa import MIN_ACCUMULATORS, Isa, isa_of
 
 
@@ -86,14 +86,16 @@ def match_conv(sch: s_tir.Schedule) -> ConvMatch | None:
     return ConvMatch(reds[0], stmt, v, *grp) if grp is not None else None
 
 
-def conv_stages(sch: s_tir.Schedule, match: ConvMatch, inline_producers: bool = False):
+def conv_stages(sch: s_tir.Schedule, match: ConvMatch, inline_producers: bool = False, keep: str | None = None):
     """(producers, last) of a matched conv kernel, or None: the blocks before the conv
     (inlined when asked: an identity "pad") and the block its accumulator, now "local",
     feeds: the epilogue folded into its last block, or a copy-out when the conv writes the
-    output itself."""
+    output itself. `keep`: a producer left out of both (the weight's maker)."""
     blocks = blocks_of(sch)
-    idx = [sch.get(b).name_hint for b in blocks].index(match.stmt.name_hint)
-    producers, epilogue = blocks[:idx], blocks[idx + 1 :]
+    names = [sch.get(b).name_hint for b in blocks]
+    idx = names.index(match.stmt.name_hint)
+    producers = [b for b, name in zip(blocks[:idx], names) if name != keep]
+    epilogue = blocks[idx + 1 :]
     if any(is_reduction_block(sch, b) for b in producers + epilogue):
         return None
     try:
@@ -106,6 +108,42 @@ def conv_stages(sch: s_tir.Schedule, match: ConvMatch, inline_producers: bool = 
         sch.set_scope(match.block, 0, "local")
         return kept, epilogue[-1]
     return kept, sch.cache_write(match.block, 0, "local")
+
+
+@dataclass(frozen=True)
+class WeightSource:
+    """Where a conv kernel's weight comes from: a param (`maker` None), or a block `maker`
+    that copies a param in another order (ConvTranspose's `kernel_transform`: [C, F, KH, KW]
+    read at [c, f, KH-1-r, KW-1-s]); `constant` False for any other weight."""
+
+    constant: bool
+    maker: str | None = None  # the copying block's name
+
+
+def weight_source(sch: s_tir.Schedule, match: ConvMatch) -> WeightSource:
+    weight = match.stmt.reads[1].source
+    params = list(sch.mod["main"].params)
+    if any(weight.same_as(b) for b in params):
+        return WeightSource(True)
+    makers = [sch.get(b) for b in blocks_of(sch) if any(w.source.same_as(weight) for w in sch.get(b).writes)]
+    if len(makers) == 1 and not reduces(makers[0]) and makers[0].reads \
+            and all(any(r.source.same_as(b) for b in params) for r in makers[0].reads):
+        return WeightSource(True, makers[0].name_hint)
+    return WeightSource(False)
+
+
+def repack_weights(sch: s_tir.Schedule, conv, ft: int, source: WeightSource):
+    """The weight repacked to [F/ft, C, KH, KW, ft] (a step's ft channels contiguous) by a
+    block marked as a compile-time repack, which SplitLayoutRewritePreproc splits out when
+    it reads a param only: a copying maker is inlined into the repack. Any other weight is
+    repacked at run time, unmarked."""
+    wpack = sch.cache_read(conv, 1, "global")
+    sch.transform_layout(wpack, ("write", 0), lambda f, c, r, s: (f // ft, c, r, s, f % ft))
+    if source.maker is not None:
+        sch.compute_inline(sch.get_sblock(source.maker))
+    if source.constant:
+        sch.annotate(wpack, PREPROC_ATTR, True)
+    return wpack
 
 
 # A reduction this short (a stem's 3 channels x 3x3 taps: 27 steps) leaves the write-back a
@@ -242,15 +280,13 @@ class Conv2dNCHW(ScheduleRule):
 
         # Epilogue (bias add, relu, ...): folded into the last block, which is then computed
         # per register tile straight from the accumulator.
-        stages = conv_stages(sch, match)
+        weight = weight_source(sch, match)
+        stages = conv_stages(sch, match, keep=weight.maker)
         if stages is None:
             return None
         producers, last = stages
 
-        # Weight repack [F, C, KH, KW] -> [F/ft, C, KH, KW, ft].
-        wpack = sch.cache_read(conv, 1, "global")
-        sch.transform_layout(wpack, ("write", 0), lambda f, c, r, s: (f // ft, c, r, s, f % ft))
-        sch.annotate(wpack, PREPROC_ATTR, True)
+        wpack = repack_weights(sch, conv, ft, weight)
 
         ipack = None
         if depthwise:

@@ -21,8 +21,9 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.target import Target
 
-from engine.schedule.cpu.common import PREPROC_ATTR, ScheduleRule, num_cores
-from engine.schedule.cpu.conv import _choose_tile, accumulators, conv_stages, match_conv, register_tiles
+from engine.schedule.cpu.common import ScheduleRule, num_cores
+from engine.schedule.cpu.conv import (_choose_tile, accumulators, conv_stages, match_conv, register_tiles,
+                                      repack_weights, weight_source)
 from engine.schedule.cpu.isa import MIN_ACCUMULATORS, Isa, isa_of
 
 PIXEL_VECTORS = (2, 1, 4)  # preferred first: measured 8x2 < 4x4 < 16x1 (2-core AVX-512 EPYC)
@@ -123,8 +124,9 @@ class Conv1x1Pixels(ScheduleRule):
             if channel_tile is not None and channel_tile[0] >= isa.lanes() \
                     and not _few_accumulators(n_tile, n_w, n_h * n_w, isa, narrow):
                 return None  # whole channel vectors: the channel rule's micro-kernel
+        weight = weight_source(sch, match)
         # (a 1x1 unpadded conv's "pad" producer is an identity copy: inlined)
-        stages = conv_stages(sch, match, inline_producers=True)
+        stages = conv_stages(sch, match, inline_producers=True, keep=weight.maker)
         if stages is None:
             return None
         _, last = stages
@@ -143,10 +145,11 @@ class Conv1x1Pixels(ScheduleRule):
         if not options or (self.tile is not None and self.tile not in options):
             return None
         ft, pv = self.tile or options[0]
-        return _schedule(sch, conv, last, n_w, pixels, ft, pv, isa.lanes(), pixels_outer=groups == 1)
+        return _schedule(sch, conv, last, n_w, pixels, ft, pv, isa.lanes(), weight, pixels_outer=groups == 1)
 
 
-def _schedule(sch, conv, last, n_w: int, pixels: int, ft: int, pv: int, lanes: int, pixels_outer: bool = True):
+def _schedule(sch, conv, last, n_w: int, pixels: int, ft: int, pv: int, lanes: int, weight,
+              pixels_outer: bool = True):
     """`pixels_outer`: with whole pixel tiles, the parallel chunks run the channel tiles of
     one pixel tile in turn, so a core's next chunk re-reads the input pixels it just read.
     Per kernel (2-core Zen 5), the 56x56 expansions of resnet50, densenet121 and
@@ -155,9 +158,7 @@ def _schedule(sch, conv, last, n_w: int, pixels: int, ft: int, pv: int, lanes: i
     A chunk then writes a channel tile's pixel tile, which the row-band code generator
     takes as a unit of channels (mobilenet_block's AVX2 expand -> depthwise channel bands)."""
     # Weight [F, Cg, 1, 1] -> [F/ft, Cg, 1, 1, ft]: a step's ft broadcasts are contiguous.
-    wpack = sch.cache_read(conv, 1, "global")
-    sch.transform_layout(wpack, ("write", 0), lambda f, c, r, s: (f // ft, c, r, s, f % ft))
-    sch.annotate(wpack, PREPROC_ATTR, True)
+    wpack = repack_weights(sch, conv, ft, weight)
     # Pixels as one axis: the accumulator and both blocks' iterations over p = y*W + x, so
     # a tile of pixels that crosses rows is still one box of the accumulator.
     sch.transform_layout(conv, ("write", 0), lambda n_, f_, y_, x_: (n_, f_, y_ * n_w + x_))
