@@ -3,6 +3,7 @@ converted in a form our stages cannot fuse). Each module owns a dict op_type -> 
 `(inputs, attrs) -> relax.Expr`; `CONVERTERS` merges them."""
 
 from engine.converters.constant import CONSTANT
+from engine.converters.conv_transpose import CONV_TRANSPOSE
 from engine.converters.cumulative import CUMULATIVE
 from engine.converters.dropout import DROPOUT
 from engine.converters.elementwise import ELEMENTWISE
@@ -21,4 +22,4 @@ from engine.converters.variadic import VARIADIC
 
 CONVERTERS = {**VARIADIC, **RECURRENT, **ELEMENTWISE, **CUMULATIVE, **NORMALIZATION, **SEQUENCE_REVERSE,
               **LOSSES, **CONSTANT, **EXPAND, **EXTREMA, **RESHAPE, **POWER,
-              **LAYER_NORM, **DROPOUT, **NMS, **LRN}
+              **LAYER_NORM, **DROPOUT, **NMS, **LRN, **CONV_TRANSPOSE}
