@@ -1,11 +1,12 @@
 """ONNX backend node tests through blockwise and through stock TVM, side by side.
 
-    .venv/bin/python bench/conformance.py                       # all 2,001 cases, 2 workers
+    .venv/bin/python bench/conformance.py                       # all 2,024 cases, 2 workers
     .venv/bin/python bench/conformance.py --ops Relu,Conv --limit 20 --jobs 1
 
 Cases are `onnx.backend.test.case.node.collect_testcases()`: one-node models (and their
-function-expanded forms) with inputs and expected outputs, then ONNX's 117 PyTorch-exported
-model tests (`data/pytorch-converted`, `data/pytorch-operator`, op "torch:OP"). Each case is run twice, in
+function-expanded forms) with inputs and expected outputs, then ONNX's model tests: 117
+PyTorch exports (`data/pytorch-converted`, `data/pytorch-operator`, op "torch:OP") and 23
+small models (`data/simple`, op "simple:OP"). Each case is run twice, in
 worker processes with a timeout so that a crash or a hang is counted, not fatal:
 
 - blockwise: what `workbench compile` does up to the build (load_model with the case's
@@ -100,28 +101,29 @@ def collect_cases(ops: set[str] | None = None, names: set[str] | None = None,
         if limit and len(cases) >= limit:
             break
     if not limit or len(cases) < limit:
-        cases += collect_torch_cases(ops, names, limit - len(cases) if limit else None)
+        cases += collect_model_cases(ops, names, limit - len(cases) if limit else None)
     assert all(isinstance(c.model, bytes) for c in cases) and onnx  # bytes pickle to workers
     return cases
 
 
-def collect_torch_cases(ops: set[str] | None = None, names: set[str] | None = None,
+def collect_model_cases(ops: set[str] | None = None, names: set[str] | None = None,
                         limit: int | None = None) -> list[Case]:
-    """ONNX's PyTorch-exported model tests (`data/pytorch-converted`, `data/pytorch-operator`:
-    torch.nn modules and operators, opset 6 and a few 9 and 12) with their first data set;
-    op "torch:OP" by the model's last node, ONNX's model-test tolerances."""
+    """ONNX's model tests with their first data set: the PyTorch exports (`data/pytorch-converted`,
+    `data/pytorch-operator`: torch.nn modules and operators, opset 6 and a few 9 and 12, op
+    "torch:OP" by the model's last node) and `data/simple` (op "simple:OP"); ONNX's
+    model-test tolerances."""
     import onnx
     from onnx import numpy_helper
 
     cases = []
-    for suite in ("pytorch-converted", "pytorch-operator"):
+    for suite, prefix in (("pytorch-converted", "torch"), ("pytorch-operator", "torch"), ("simple", "simple")):
         for folder in sorted((Path(onnx.__file__).parent / "backend" / "test" / "data" / suite).iterdir()):
             data = folder / "test_data_set_0"
             if not (folder / "model.onnx").is_file() or not data.is_dir():
                 continue
             model = onnx.load(str(folder / "model.onnx"))
-            op = f"torch:{_node_op(model)}"
-            if (ops and op not in ops and op[6:] not in ops) or (names and folder.name not in names):
+            op = f"{prefix}:{_node_op(model)}"
+            if (ops and op not in ops and op.split(":", 1)[1] not in ops) or (names and folder.name not in names):
                 continue
 
             def tensors(kind):

@@ -27,6 +27,7 @@ from onnx import helper, numpy_helper, shape_inference
 
 from engine.calibrate import calibrate_batchnorm
 from engine.errors import ModelLoadError, UnsupportedOpError, one_line
+from engine.input_data import check_inputs, read_inputs
 from engine.onnx_folding import fold_shape_arithmetic
 from engine.onnx_functions import expand_functions
 from engine.onnx_upgrade import upgrade_opset
@@ -66,6 +67,7 @@ class Model:
     # the model before folding and function expansion (None: neither changed it)
     unfolded: onnx.ModelProto | None = None
     upgraded_from: int | None = None  # the file's ai.onnx opset, when older than OLDEST_OPSET
+    given: Mapping[str, np.ndarray] | None = None  # inputs from the user's file (engine.input_data)
 
     @property
     def reference(self) -> onnx.ModelProto:
@@ -77,14 +79,28 @@ class Model:
         mixed into every floating-point input (1 element in 16, at least one of each)."""
         rng = np.random.default_rng(seed)
         inputs = {spec.name: spec.random(rng) for spec in self.inputs}
-        if specials:
-            for value in inputs.values():
-                if np.issubdtype(value.dtype, np.floating) and value.size:
-                    flat = value.reshape(-1)
-                    where = rng.choice(flat.size, min(flat.size, max(len(SPECIAL_VALUES), flat.size // 16)),
-                                       replace=False)
-                    flat[where] = np.resize(np.array(SPECIAL_VALUES, value.dtype), where.size)
-        return inputs
+        return _with_specials(inputs, rng) if specials else inputs
+
+    def sample_inputs(self, seed: int = 0, second: bool = False, specials: bool = False) -> dict[str, np.ndarray]:
+        """The inputs checks run on: the given ones (`given`), the rest seeded random.
+        `second`: another input, to tell whether outputs move with it: the given integer and
+        bool inputs (shapes, indices, masks) kept, everything else drawn with seed + 1.
+        `specials`: with inf, -inf, nan and -0.0 mixed into the floating-point inputs."""
+        given = dict(self.given or {})
+        drawn = self.random_inputs(seed + 1 if second else seed)
+        if second:
+            given = {n: v for n, v in given.items() if not np.issubdtype(v.dtype, np.floating)}
+        inputs = {name: given[name].copy() if name in given else value for name, value in drawn.items()}
+        return _with_specials(inputs, np.random.default_rng(seed)) if specials else inputs
+
+
+def _with_specials(inputs: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    for value in inputs.values():
+        if np.issubdtype(value.dtype, np.floating) and value.size:
+            flat = value.reshape(-1)
+            where = rng.choice(flat.size, min(flat.size, max(len(SPECIAL_VALUES), flat.size // 16)), replace=False)
+            flat[where] = np.resize(np.array(SPECIAL_VALUES, value.dtype), where.size)
+    return inputs
 
 
 def zoo_names() -> list[str]:
@@ -128,14 +144,20 @@ def resolve_path(spec: str) -> Path:
 
 
 def load_model(spec: str, shapes: Mapping[str, tuple[int, ...]] | None = None,
-               seed: int = 0) -> Model:
-    """Load, validate and normalise a model. Raises ModelLoadError / UnsupportedOpError."""
+               seed: int = 0, inputs_from: str | None = None) -> Model:
+    """Load, validate and normalise a model. Raises ModelLoadError / UnsupportedOpError.
+    `inputs_from`: a file of inputs to check on (engine.input_data); their shapes fix the
+    dynamic dimensions that `shapes` does not."""
     path = resolve_path(spec)
     proto = _parse(path)
     is_zoo = spec.startswith(ZOO_PREFIX)
     _drop_initializer_inputs(proto)
     replaced = _replace_constant_weights(proto, seed) if is_zoo else 0
-    _apply_shapes(proto, dict(shapes or {}), spec)
+    provided = read_inputs(inputs_from, [vi.name for vi in proto.graph.input]) if inputs_from else {}
+    dynamic = {vi.name for vi in proto.graph.input
+               if any(not d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)}
+    shapes = {**{n: tuple(a.shape) for n, a in provided.items() if n in dynamic}, **(shapes or {})}
+    _apply_shapes(proto, shapes, spec)
     _check(proto, spec)
     proto, upgraded_from = upgrade_opset(proto, spec)
     _readable_ir_version(proto)
@@ -149,6 +171,7 @@ def load_model(spec: str, shapes: Mapping[str, tuple[int, ...]] | None = None,
     _check_supported_ops(proto, known)
     proto = _infer_shapes(proto, spec)
     inputs = tuple(_input_spec(vi) for vi in proto.graph.input)
+    check_inputs(provided, inputs, inputs_from)
     if replaced:
         rng = np.random.default_rng(seed)
         feeds = {spec.name: spec.random(rng) for spec in inputs}
@@ -158,7 +181,7 @@ def load_model(spec: str, shapes: Mapping[str, tuple[int, ...]] | None = None,
     return Model(name=name, source=spec, proto=proto, inputs=inputs,
                  outputs=tuple(o.name for o in proto.graph.output), weights_replaced=replaced,
                  folded_nodes=folding.removed if folding is not None else 0, unfolded=unfolded,
-                 upgraded_from=upgraded_from)
+                 upgraded_from=upgraded_from, given=provided or None)
 
 
 def _model_name(path: Path) -> str:

@@ -292,12 +292,17 @@ def _verify(ctx: CompileContext) -> str:
     unscheduled build (engine.runtime.verify)."""
     model, opts = ctx.model, ctx.options
     _check_reference(model)
-    inputs, second = model.random_inputs(opts.seed), model.random_inputs(opts.seed + 1)
+    inputs, second = model.sample_inputs(opts.seed), model.sample_inputs(opts.seed, second=True)
     special_ops = special_value_ops(model)
-    special = model.random_inputs(opts.seed, specials=True) if special_ops else None
+    special = model.sample_inputs(opts.seed, specials=True) if special_ops else None
     sess = onnxruntime_session(model.reference.SerializeToString(), threads=cpu_threads())
-    expected, other = sess.run(None, inputs), sess.run(None, second)
-    expected_special = sess.run(None, special) if special is not None else None
+    try:
+        expected, other = sess.run(None, inputs), sess.run(None, second)
+        expected_special = sess.run(None, special) if special is not None else None
+    except Exception as err:  # noqa: BLE001 - onnxruntime raises its own types
+        some = "given and random" if model.given else "random"
+        raise CompileError(f"onnxruntime cannot run the model on {some} inputs, so there is nothing to check "
+                           f"against: {_ort_reason(err)}; give inputs it runs on with --inputs FILE") from None
     # freed before our runs: an idle onnxruntime session in the process slowed TVM's
     # thread pool (squeezenet, 2 cores: 2.54 -> 4.08 ms); _time makes its own afterwards
     del sess
@@ -335,6 +340,12 @@ def _verify(ctx: CompileContext) -> str:
     if not verification.passed:
         raise VerificationError(verification.summary())
     return verification.summary()
+
+
+def _ort_reason(err: BaseException) -> str:
+    """onnxruntime's message without its '[ONNXRuntimeError] : 2 : INVALID_ARGUMENT :' prefix."""
+    text = one_line(err, 400)
+    return text.rsplit(" : ", 1)[-1] if text.startswith("[ONNXRuntimeError]") else text
 
 
 def _time(ctx: CompileContext) -> str:

@@ -50,17 +50,18 @@ class Session:
     """A model opened for analysis and compilation; results are computed on first use."""
 
     def __init__(self, model_spec: str, *, shapes: Mapping[str, tuple[int, ...]] | None = None,
-                 seed: int = 0):
+                 seed: int = 0, inputs_from: str | None = None):
         self.model_spec = model_spec
         self.shapes = dict(shapes or {})
         self.seed = seed
+        self.inputs_from = inputs_from  # a file of inputs to verify on (engine.input_data)
         self._scheduled: dict = {}
         self._proposals: dict = {}
         self._lock = threading.RLock()  # the TUI's workers share the caches
 
     @cached_property
     def model(self) -> Model:
-        return load_model(self.model_spec, self.shapes, seed=self.seed)
+        return load_model(self.model_spec, self.shapes, seed=self.seed, inputs_from=self.inputs_from)
 
     @cached_property
     def graph(self) -> OperatorGraph:

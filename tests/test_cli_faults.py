@@ -74,3 +74,10 @@ def test_a_mistyped_command_is_one_line_not_a_tui_on_a_model_named_after_it(cli,
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and f"'{args[0]}' is neither a command nor a model" in r.stderr
     assert guess in r.stderr
+
+
+def test_inputs_that_are_not_there_fail_in_one_line_before_any_work(cli, tmp_path):
+    r = cli("compile", "fire_module", "--inputs", str(tmp_path / "nope.npz"), "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"workbench: error: --inputs {tmp_path / 'nope.npz'}: no such file or folder"]
+    assert not (tmp_path / "out").exists()

@@ -53,6 +53,10 @@ _PASSING = [
     "test_ConvTranspose2d",  # the kernel's transposed weight copy: the schedule stage failed
     "test_operator_index",  # Slice-1's starts/ends attributes (TVM converts Slice-10's inputs only)
     "test_GLU",  # Mul(6): onnxruntime implements no opset-6 Mul
+    # data/simple
+    "test_sequence_model3",  # SequenceInsert at -1 is before the last (TVM: at the back)
+    "test_sign_model",  # Sign(nan) is nan (TVM: 0)
+    "test_expand_shape_model1",  # a runtime shape input
 ]
 
 

@@ -1,5 +1,6 @@
 """Sum/Max/Min/Mean as chains of binary ops (engine/converters/variadic.py): the same values
-as onnx's reference, with broadcasting, and a residual Sum + Relu that fuses into the conv."""
+as onnx's reference, with broadcasting, and a residual Sum + Relu that fuses into the conv;
+nan through Max, Min (variadic.py) and Sign (elementwise.py) as onnxruntime gives it."""
 
 import numpy as np
 import onnx
@@ -63,3 +64,9 @@ def test_max_and_min_propagate_nan_whichever_side_it_is_on(op, tmp_path):
     got = _run(Session(path).compile(BUILD_ONLY).executable, inputs)
     want = (np.maximum if op == "Max" else np.minimum)(inputs["a"], inputs["b"])
     np.testing.assert_array_equal(got, want)
+
+
+def test_sign_of_nan_is_nan(tmp_path):
+    inputs = {"a": np.array([np.nan, -0.0, 3, -np.inf], np.float32)}
+    path, _ = _save(tmp_path, [helper.make_node("Sign", ["a"], ["y"])], inputs)
+    np.testing.assert_array_equal(_run(Session(path).compile(BUILD_ONLY).executable, inputs), np.sign(inputs["a"]))

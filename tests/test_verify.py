@@ -253,3 +253,12 @@ def test_samples_depend_on_their_input():
     v = result.verification
     assert v.passed and v.kernels_compared == 0 and not v.special_values
     assert v.outputs[0].depends_on_input and "a second input moves it by" in v.summary()
+
+
+def test_rtol_0_allows_rounding_noise_against_the_spread_too():
+    """With rtol 0 the error allowed against how far a second input moves the output was 0:
+    an error within the noise floor (8 ulps at the output's scale) failed as DIFFERS."""
+    expected = np.linspace(-0.5, 0.6, 64).astype(np.float32)
+    actual = expected + np.float32(1e-7)
+    check = check_tensor("y", expected, actual, rtol=0.0, atol=0.0, other=expected[::-1].copy())
+    assert check.passed and check.max_abs <= check.atol_used

@@ -44,5 +44,5 @@ def add_target_arguments(p: argparse.ArgumentParser, blocks: bool = False) -> No
 
 
 def session_from_args(args: argparse.Namespace, model: str | None = None) -> Session:
-    """The Session of the common model arguments (--shape, --seed); `model` overrides args.model."""
-    return Session(model or args.model, shapes=dict(args.shape), seed=args.seed)
+    """The Session of the common model arguments (--shape, --seed, --inputs); `model` overrides args.model."""
+    return Session(model or args.model, shapes=dict(args.shape), seed=args.seed, inputs_from=args.inputs)

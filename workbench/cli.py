@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--shape", action="append", type=parse_shape, default=[], metavar="NAME=D1,D2,..",
                        help="static shape for a dynamic input (repeatable)")
         p.add_argument("--seed", type=int, default=0, help="seed for random weights and inputs")
+        p.add_argument("--inputs", metavar="FILE", help="inputs to verify on instead of random ones (shapes, "
+                       "token ids, masks): a .npz by input name, an ONNX test_data_set folder of input_N.pb "
+                       "or one .pb tensor; inputs it lacks are random; their shapes fix dynamic dimensions")
         return p
 
     for module in COMMAND_MODULES:

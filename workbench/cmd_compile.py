@@ -49,7 +49,8 @@ def _progress(event: StageEvent) -> None:
 def compile_cmd(args) -> int:
     tuning = tune_options(args)  # bad flag combinations fail before any work
     session = session_from_args(args)
-    out_dir = claim_out_dir(args.out or f"out/{session.model.name}-{args.target}")  # before any work
+    name = session.model.name  # a model or --inputs that cannot be read fails before the folder is made
+    out_dir = claim_out_dir(args.out or f"out/{name}-{args.target}")  # before any other work
     plan, policy = None, FusionPolicy.APPROVED
     if args.plan or args.approve:  # --plan (validated against the model) or a fresh proposal
         auto = args.approve == FusionPolicy.MEASURED_WINNERS.value

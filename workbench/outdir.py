@@ -1,8 +1,10 @@
 """The output folder of a run: checked before any work, locked for the run, and cleared of
-an earlier run's outputs so a folder never mixes two runs."""
+an earlier run's outputs so a folder never mixes two runs. A folder the run created and
+left with nothing in it (the run failed) is removed at exit."""
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
 from pathlib import Path
@@ -25,6 +27,7 @@ def claim_out_dir(path: str | os.PathLike) -> Path:
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutDirError(f"--out {path}: exists and is not a folder")
+    created = not path.exists()
     try:
         path.mkdir(parents=True, exist_ok=True)
         fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
@@ -36,6 +39,8 @@ def claim_out_dir(path: str | os.PathLike) -> Path:
         os.close(fd)
         raise OutDirError(f"--out {path}: another workbench run is writing this folder") from None
     _HELD.append(fd)
+    if created:
+        _CREATED.append(path)
     for name in OUTPUTS:
         try:
             (path / name).unlink(missing_ok=True)
@@ -45,3 +50,16 @@ def claim_out_dir(path: str | os.PathLike) -> Path:
 
 
 _HELD: list[int] = []  # lock file descriptors, released when the process exits
+_CREATED: list[Path] = []  # folders this process made
+
+
+@atexit.register
+def _remove_unused() -> None:
+    """A folder this run made that holds only its lock: the run wrote nothing."""
+    for path in _CREATED:
+        try:
+            if [p.name for p in path.iterdir()] == [LOCK]:
+                (path / LOCK).unlink()
+                path.rmdir()
+        except OSError:
+            pass

@@ -17,9 +17,10 @@ from engine.converters.normalization import NORMALIZATION
 from engine.converters.power import POWER
 from engine.converters.reshape import RESHAPE
 from engine.converters.rnn import RECURRENT
+from engine.converters.sequence_insert import SEQUENCE_INSERT
 from engine.converters.sequence_reverse import SEQUENCE_REVERSE
 from engine.converters.variadic import VARIADIC
 
 CONVERTERS = {**VARIADIC, **RECURRENT, **ELEMENTWISE, **CUMULATIVE, **NORMALIZATION, **SEQUENCE_REVERSE,
               **LOSSES, **CONSTANT, **EXPAND, **EXTREMA, **RESHAPE, **POWER,
-              **LAYER_NORM, **DROPOUT, **NMS, **LRN, **CONV_TRANSPOSE}
+              **LAYER_NORM, **DROPOUT, **NMS, **LRN, **CONV_TRANSPOSE, **SEQUENCE_INSERT}

@@ -1,5 +1,6 @@
-"""Elementwise activations TVM 0.27's ONNX frontend lacks: Celu (opset 12) and Swish (24),
-written with the ops their ONNX function bodies use, in the input's dtype."""
+"""Elementwise ops TVM 0.27's ONNX frontend lacks or gets wrong: Celu (opset 12) and Swish
+(24), written with the ops their ONNX function bodies use, in the input's dtype; Sign of a
+float nan, which TVM's sign makes 0 (onnxruntime and numpy: nan)."""
 
 from __future__ import annotations
 
@@ -24,4 +25,12 @@ def _swish(inputs, attrs):
     return R.multiply(x, R.sigmoid(R.multiply(alpha, x)))
 
 
-ELEMENTWISE = {"Celu": _celu, "Swish": _swish}
+def _sign(inputs, attrs):
+    del attrs
+    x = inputs[0]
+    if not str(x.ty.dtype).startswith(("float", "bfloat")):
+        return R.sign(x)
+    return R.where(R.isnan(x), x, R.sign(x))
+
+
+ELEMENTWISE = {"Celu": _celu, "Swish": _swish, "Sign": _sign}

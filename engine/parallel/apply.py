@@ -209,10 +209,10 @@ class _Oracle:
         from engine.runtime.measure import onnxruntime_session
 
         self.ctx = ctx
-        self.inputs = ctx.model.random_inputs(ctx.options.seed)
+        self.inputs = ctx.model.sample_inputs(ctx.options.seed)
         sess = onnxruntime_session(ctx.model.reference.SerializeToString(), threads=1)
         self.expected = sess.run(None, self.inputs)
-        self.other = sess.run(None, ctx.model.random_inputs(ctx.options.seed + 1))
+        self.other = sess.run(None, ctx.model.sample_inputs(ctx.options.seed, second=True))
         self._reference: list[np.ndarray] | None = None  # unscheduled kernel outputs, on first need
 
     def check(self, mod) -> tuple[bool, str]:
@@ -291,7 +291,7 @@ def _measure_effect(outcome, base, fused, kept, names, base_kernels, fused_kerne
     if not ctx.spec.times_fusion or not ctx.options.timing or not ctx.spec.device_present():
         return replace(outcome, notes=outcome.notes + (
             "fusion effect not timed (no device run: kernels verified in host emulation)",))
-    inputs = ctx.model.random_inputs(ctx.options.seed)
+    inputs = ctx.model.sample_inputs(ctx.options.seed)
     runs = max(ctx.options.runs, 3)
     dev = tvm.cpu()
     builds = {"unfused": (base, ctx.spec.host_compile(base, ctx.target)),

@@ -236,7 +236,7 @@ def check_tensor(name: str, expected, actual, rtol: float, atol: float, other=No
         spread = float(np.abs(np.where(moved, e, 0.0) - np.where(moved, o, 0.0)).max(initial=0))
         threshold = max(DEPENDENCE_REL, 64 * float(np.finfo(exp.dtype).eps)) * scale
         depends = spread > threshold if scale > 0 else spread > 0
-        signal_ok = not depends or max_abs <= SIGNAL_TOL * rtol * spread
+        signal_ok = not depends or max_abs <= max(SIGNAL_TOL * rtol * spread, atol_used)  # rtol 0: the noise floor
     return OutputCheck(name, max_abs, max_rel, bad == 0 and signal_ok, scale=scale,
                        atol_used=atol_used, rel_elements=int(rel.sum()), elements=exp.size,
                        mismatches=bad, nonfinite_mismatches=int(np.count_nonzero(~special_ok)), spread=spread,
