@@ -30,7 +30,7 @@ from engine.errors import ModelLoadError, UnsupportedOpError, one_line
 from engine.input_data import check_inputs, read_inputs
 from engine.onnx_folding import fold_shape_arithmetic
 from engine.onnx_functions import expand_functions
-from engine.onnx_upgrade import upgrade_opset
+from engine.onnx_upgrade import OLDEST_OPSET, upgrade_opset
 
 ZOO_PREFIX = "zoo:"
 ZOO_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -68,6 +68,11 @@ class Model:
     unfolded: onnx.ModelProto | None = None
     upgraded_from: int | None = None  # the file's ai.onnx opset, when older than OLDEST_OPSET
     given: Mapping[str, np.ndarray] | None = None  # inputs from the user's file (engine.input_data)
+
+    @property
+    def upgraded_to(self) -> int | None:
+        """The ai.onnx opset the model was upgraded to at load, or None."""
+        return OLDEST_OPSET if self.upgraded_from is not None else None
 
     @property
     def reference(self) -> onnx.ModelProto:
@@ -177,14 +182,14 @@ def load_model(spec: str, shapes: Mapping[str, tuple[int, ...]] | None = None,
         feeds = {spec.name: spec.random(rng) for spec in inputs}
         for calibrated in (proto, unfolded) if unfolded is not None else (proto,):  # the same statistics
             calibrate_batchnorm(calibrated, feeds)
-    name = spec[len(ZOO_PREFIX):] if is_zoo else _model_name(path)
+    name = spec[len(ZOO_PREFIX):] if is_zoo else model_name(path)
     return Model(name=name, source=spec, proto=proto, inputs=inputs,
                  outputs=tuple(o.name for o in proto.graph.output), weights_replaced=replaced,
                  folded_nodes=folding.removed if folding is not None else 0, unfolded=unfolded,
                  upgraded_from=upgraded_from, given=provided or None)
 
 
-def _model_name(path: Path) -> str:
+def model_name(path: Path) -> str:
     """The file's stem, or its folder's name for a `model.onnx` (ONNX's test folders, Hugging
     Face exports): outputs go to out/NAME-TARGET, which one shared name would overwrite."""
     if path.stem == "model" and path.resolve().parent.name:

@@ -23,7 +23,6 @@ from engine.events import (STAGES, Cancelled, CompileOptions, ProgressFn, Stage,
                            StageStatus)
 from engine.kernels import KernelCall, list_kernels, trace_fusion
 from engine.model import Model, reference_refusal
-from engine.onnx_upgrade import OLDEST_OPSET
 from engine.opgraph import OperatorGraph
 from engine.parallel.apply import PlanOutcome, apply_plan
 from engine.parallel.tir_util import c_identifier_names
@@ -209,8 +208,8 @@ def _import(ctx: CompileContext) -> str:
     imported = import_relax(ctx.model, ctx.graph)
     ctx.owner = imported.owner
     ctx.mod = imported.mod
-    upgraded = ctx.model.upgraded_from
-    note = f" (ai.onnx opset {upgraded} upgraded to {OLDEST_OPSET})" if upgraded is not None else ""
+    model = ctx.model
+    note = f" (ai.onnx opset {model.upgraded_from} upgraded to {model.upgraded_to})" if model.upgraded_to else ""
     return f"{len(imported.owner)} Relax bindings from {len(ctx.graph.nodes)} operators{note}"
 
 

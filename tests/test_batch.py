@@ -11,8 +11,10 @@ import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
+import onnx
 import pytest
 
 from conftest import ROOT, default_sigint, run_cli
@@ -70,6 +72,7 @@ BAD = [
     ('[[model]]\nspec = "missing.onnx"\n', "model 1 (missing.onnx): model file not found"),
     ('[[model]]\nspec = "fire_module"\nvariants = ["cotuned"]\n', "variant 'cotuned' needs cotune_trials > 0"),
     ('[defaults]\nruns = "3"\n[[model]]\nspec = "fire_module"\n', "model 1 (fire_module): runs must be int"),
+    ('[[model]]\nspec = "fire_module"\ninputs = "in.npz"\n', "model 1 (fire_module): inputs "),
     ("[[model\n", "not a TOML manifest"),
     ("out = 'x'\n", "no models"),
 ]
@@ -217,3 +220,13 @@ def test_an_interrupt_ends_with_one_line_and_no_summary(tmp_path):
     assert proc.returncode == 130 and err == "workbench: interrupted\n"
     assert not (tmp_path / "out" / "summary.json").exists() and not (tmp_path / "out" / "summary.md").exists()
     assert not list((tmp_path / "out").rglob(".*.json"))  # no temp file of an atomic write left
+
+
+def test_a_model_s_inputs_are_verified_on(tmp_path):
+    """`inputs` as `--inputs`: a runtime Expand shape that random values cannot be."""
+    expand = Path(onnx.__file__).parent / "backend" / "test" / "data" / "simple" / "test_expand_shape_model1"
+    (tmp_path / "m.toml").write_text(f'[[model]]\nspec = "{expand / "model.onnx"}"\ninputs = "{expand / "test_data_set_0"}"\n'
+                                     'runs = 2\nexport = false\n')
+    res = batch(str(tmp_path / "m.toml"), "--out", str(tmp_path / "out"))
+    assert res.code == 0, res.err
+    assert rows(tmp_path / "out")["test_expand_shape_model1/llvm/base"]["status"] == "ok"

@@ -12,6 +12,7 @@
     name = "squeezenet"               # its folder under out (default: the file's stem, zoo NAME)
     targets = ["llvm", "cuda"]
     shapes = {}                       # input NAME = [dims], for dynamic inputs
+    inputs = "data.npz"               # inputs to verify on (--inputs; relative to the manifest)
     arch = {cuda = "sm_80"}           # --arch per target
     tune_trials = 0                   # tune every variant's kernels (MetaSchedule trials)
     cotune_trials = 0                 # > 0: the `cotuned` variant co-tunes its decisions
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from engine.errors import BlockwiseError
 from engine.events import FusionPolicy
-from engine.model import ZOO_PREFIX, resolve_path
+from engine.model import ZOO_PREFIX, model_name, resolve_path
 from engine.parallel.plan import DecisionKind, DecisionStatus, FusionPlan
 from engine.session import target_info, target_names
 from workbench.args import DEFAULT_TARGET
@@ -89,12 +90,14 @@ class ModelEntry:
     tune_trials: int = 0
     cotune_trials: int = 0
     export: bool = True
+    inputs: str | None = None  # a file of inputs to verify on (engine.input_data)
 
     def options_json(self, target: str) -> dict:
         """What a finished run was asked to do (a re-run redoes it when this changed)."""
         return {"spec": self.spec, "runs": self.runs, "seed": self.seed, "rtol": self.rtol, "atol": self.atol,
                 "shapes": {k: list(v) for k, v in self.shapes.items()}, "arch": self.arch.get(target),
-                "tune_trials": self.tune_trials, "cotune_trials": self.cotune_trials, "export": self.export}
+                "tune_trials": self.tune_trials, "cotune_trials": self.cotune_trials, "export": self.export,
+                "inputs": self.inputs}
 
 
 @dataclass(frozen=True)
@@ -127,8 +130,8 @@ _TOP_KEYS = {"out", "defaults", "model"}
 # model keys, their types and checks; all but spec and name may also sit in [defaults]
 _SCALARS = {"runs": int, "seed": int, "rtol": float, "atol": float, "tune_trials": int, "cotune_trials": int,
             "export": bool}
-_MODEL_KEYS = {"spec", "name", "targets", "variants", "shapes", "arch", *_SCALARS}
-_DEFAULT_KEYS = _MODEL_KEYS - {"spec", "name"}
+_MODEL_KEYS = {"spec", "name", "targets", "variants", "shapes", "arch", "inputs", *_SCALARS}
+_DEFAULT_KEYS = _MODEL_KEYS - {"spec", "name", "inputs"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -192,7 +195,7 @@ def _model(manifest: Path, index: int, raw: dict, defaults: dict) -> ModelEntry:
         file = resolve_path(spec)
     except BlockwiseError as err:
         raise ManifestError(f"{where}: {err}") from None
-    name = merged.get("name", spec[len(ZOO_PREFIX):] if spec.startswith(ZOO_PREFIX) else file.stem)
+    name = merged.get("name", spec[len(ZOO_PREFIX):] if spec.startswith(ZOO_PREFIX) else model_name(file))
     if not isinstance(name, str) or not _NAME.match(name):
         raise ManifestError(f"{where}: name must be letters, digits, '.', '_' or '-', got {name!r}")
     targets = _names(merged.get("targets", [DEFAULT_TARGET]), target_names(), "target", where)
@@ -200,7 +203,7 @@ def _model(manifest: Path, index: int, raw: dict, defaults: dict) -> ModelEntry:
                                                 tuple(v.value for v in Variant), "variant", where))
     scalars = {key: _scalar(key, kind, merged[key], where) for key, kind in _SCALARS.items() if key in merged}
     entry = ModelEntry(name, spec, targets, variants, shapes=_shapes(merged.get("shapes", {}), where),
-                       arch=_arch(merged.get("arch", {}), where), **scalars)
+                       arch=_arch(merged.get("arch", {}), where), inputs=_inputs(manifest, raw, where), **scalars)
     if Variant.COTUNED in variants:
         if not entry.cotune_trials:
             raise ManifestError(f"{where}: variant 'cotuned' needs cotune_trials > 0")
@@ -238,6 +241,18 @@ def _shapes(value, where: str) -> dict[str, tuple[int, ...]]:
         if not isinstance(dims, list) or not dims or not all(type(d) is int and d > 0 for d in dims):
             raise ManifestError(f"{where}: shapes.{name} must be a list of positive integers, got {dims!r}")
     return {name: tuple(dims) for name, dims in value.items()}
+
+
+def _inputs(manifest: Path, raw: dict, where: str) -> str | None:
+    if "inputs" not in raw:
+        return None
+    value = raw["inputs"]
+    if not isinstance(value, str) or not value:
+        raise ManifestError(f"{where}: inputs must be a path (.npz, a test_data_set folder or a .pb)")
+    path = manifest.parent / value
+    if not path.exists():
+        raise ManifestError(f"{where}: inputs {path}: no such file or folder")
+    return str(path)
 
 
 def _arch(value, where: str) -> dict[str, str]:

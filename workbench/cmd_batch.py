@@ -117,7 +117,7 @@ def run_model(model: ModelEntry, runs: list[Run], out: Path, force: bool, done: 
             start(run)
         row = None if force else finished_row(run, out)
         if row is None:
-            session = session or Session(model.spec, shapes=model.shapes, seed=model.seed)
+            session = session or Session(model.spec, shapes=model.shapes, seed=model.seed, inputs_from=model.inputs)
             row = run_one(session, run, out, log, debug)
         done(row)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from engine.graphviz import format_shape, operator_graph_dot, render_svg
-from engine.onnx_upgrade import OLDEST_OPSET
 from workbench.args import session_from_args
 from workbench.present.opgraph import graph_ports, opgraph_legend, opgraph_title
 
@@ -36,7 +35,7 @@ def inspect(args) -> int:
         print(f"constants    {s.folded_constants} constant ops folded, "
               f"{model.weights_replaced} ConstantOfShape weights replaced by seeded random ones")
     if model.upgraded_from is not None:
-        print(f"opset        ai.onnx {model.upgraded_from} upgraded to {OLDEST_OPSET} by onnx's version converter "
+        print(f"opset        ai.onnx {model.upgraded_from} upgraded to {model.upgraded_to} by onnx's version converter "
               "(onnxruntime runs no older opset)")
     if model.folded_nodes:
         print(f"shape ops    {model.folded_nodes} shape-arithmetic nodes folded into constants "
