@@ -205,9 +205,46 @@ def _parse(path: Path) -> onnx.ModelProto:
     except Exception as err:
         raise ModelLoadError(f"{path}: not a valid ONNX file (truncated, corrupt or another "
                              f"format): {_first_line(err)}") from None
+    _load_external_weights(proto, path)
     if not proto.HasField("graph") or len(proto.graph.node) == 0:
         raise ModelLoadError(f"{path}: not an ONNX model (no graph or no nodes)")
     return proto
+
+
+def _load_external_weights(proto: onnx.ModelProto, path: Path) -> None:
+    """Weights saved beside the model (`save_as_external_data`: models over 2 GB, most Hugging
+    Face exports) read into it, from files named relative to the model's folder."""
+    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+
+    tensors = [t for t in _all_tensors(proto) if uses_external_data(t)]
+    if not tensors:
+        return
+    for tensor in tensors:
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        file = path.parent / location
+        if not location or not file.is_file():
+            raise ModelLoadError(f"{path}: the weights of '{tensor.name}' are in an external file "
+                                 f"'{location}', which is not there (expected beside the model: {file})")
+    try:
+        load_external_data_for_model(proto, str(path.parent))
+    except Exception as err:  # noqa: BLE001 - onnx raises several unrelated types here
+        raise ModelLoadError(f"{path}: cannot read its external weights: {_first_line(err)}") from None
+
+
+def _all_tensors(proto: onnx.ModelProto):
+    """Every tensor of the model: initializers and tensor attributes, subgraphs included."""
+    graphs = [proto.graph]
+    while graphs:
+        graph = graphs.pop()
+        yield from graph.initializer
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.HasField("t"):
+                    yield attr.t
+                yield from attr.tensors
+                if attr.HasField("g"):
+                    graphs.append(attr.g)
+                graphs.extend(attr.graphs)
 
 
 def _infer_shapes(proto: onnx.ModelProto, spec: str) -> onnx.ModelProto:

@@ -105,3 +105,31 @@ def test_an_opset_onnxruntime_does_not_support_fails_before_any_work(tmp_path):
     with pytest.raises(ModelLoadError, match=f"does not support ai.onnx opset {newest} \\(newest: \\d+\\)"):
         Session(str(path)).compile(CompileOptions(timing=False), progress=events.append)
     assert [e.stage.value for e in events] == ["import", "import"]  # start, fail: nothing built
+
+
+def _save_with_external_weights(tmp_path):
+    from onnx import helper, numpy_helper
+
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(model, tmp_path / "m.onnx", save_as_external_data=True, location="m.data", size_threshold=0)
+    return tmp_path / "m.onnx"
+
+
+def test_weights_in_an_external_file_beside_the_model_are_read(tmp_path, monkeypatch):
+    """Models over 2 GB and most Hugging Face exports keep their weights in a second file,
+    named relative to the model's folder (they failed the checker: "not regular file")."""
+    path = _save_with_external_weights(tmp_path)
+    monkeypatch.chdir(tmp_path.parent)  # not the model's folder
+    (w,) = load_model(str(path)).proto.graph.initializer
+    assert onnx.numpy_helper.to_array(w)[3, 2] == 11.0
+
+
+def test_a_missing_external_weights_file_is_one_line(tmp_path):
+    path = _save_with_external_weights(tmp_path)
+    (tmp_path / "m.data").unlink()
+    with pytest.raises(ModelLoadError, match="the weights of 'w' are in an external file 'm.data', which is not there"):
+        load_model(str(path))
