@@ -65,6 +65,7 @@ def _trailing_broadcasts(proto: onnx.ModelProto) -> onnx.ModelProto:
     def misaligned(node):
         attrs = {a.name: a.i for a in node.attribute}
         return attrs.get("broadcast") == 1 and "axis" in attrs and len(node.input) == 2
+
     if not any(misaligned(n) for n in proto.graph.node):
         return proto
     shapes = _shapes(proto)
@@ -74,8 +75,8 @@ def _trailing_broadcasts(proto: onnx.ModelProto) -> onnx.ModelProto:
     inits = {i.name: i for i in out.graph.initializer}
     nodes = []
     for node in out.graph.node:
-        a, b = shapes.get(node.input[0]), shapes.get(node.input[1]) if misaligned(node) else None
-        if misaligned(node) and a is not None and b is not None:
+        if misaligned(node) and node.input[0] in shapes and node.input[1] in shapes:
+            a, b = shapes[node.input[0]], shapes[node.input[1]]
             axis = next(x.i for x in node.attribute if x.name == "axis") % len(a)
             target = list(b) + [1] * (len(a) - axis - len(b))
             if target != b:

@@ -114,9 +114,9 @@ def conv_stages(sch: s_tir.Schedule, match: ConvMatch, inline_producers: bool = 
 class WeightSource:
     """Where a conv kernel's weight comes from: a param (`maker` None), or a block `maker`
     that copies a param in another order (ConvTranspose's `kernel_transform`: [C, F, KH, KW]
-    read at [c, f, KH-1-r, KW-1-s]); `constant` False for any other weight."""
+    read at [c, f, KH-1-r, KW-1-s]); `from_param` False for any other weight."""
 
-    constant: bool
+    from_param: bool
     maker: str | None = None  # the copying block's name
 
 
@@ -141,7 +141,7 @@ def repack_weights(sch: s_tir.Schedule, conv, ft: int, source: WeightSource):
     sch.transform_layout(wpack, ("write", 0), lambda f, c, r, s: (f // ft, c, r, s, f % ft))
     if source.maker is not None:
         sch.compute_inline(sch.get_sblock(source.maker))
-    if source.constant:
+    if source.from_param:
         sch.annotate(wpack, PREPROC_ATTR, True)
     return wpack
 
