@@ -385,7 +385,9 @@ def render(cases: list[Case], results: dict, meta: dict) -> str:
     out = [
         "# ONNX conformance: blockwise vs stock TVM",
         "",
-        "ONNX's backend node tests (`onnx.backend.test.case.node.collect_testcases()`) compiled "
+        "ONNX's backend node tests (`onnx.backend.test.case.node.collect_testcases()`) and its "
+        "model tests (the PyTorch exports of `data/pytorch-converted` and `data/pytorch-operator`, "
+        "op `torch:OP`, mostly opset 6; the small models of `data/simple`, op `simple:OP`) compiled "
         "for llvm and run on their own inputs, through blockwise (load, import, fuse, schedule, "
         "build: what `workbench compile` does before verifying) and through stock TVM "
         "(`from_onnx` + `tvm.compile(mod, target=\"llvm\")`), both given the cases' input shapes. "
