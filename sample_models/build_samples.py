@@ -498,6 +498,22 @@ def make_bert_encoder(layers: int = 2, seq: int = 128, dim: int = 768, heads: in
                    f"BERT-base-like encoder: {layers} layers, seq {seq}, hidden {dim}, {heads} heads, FFN {ffn}")
 
 
+def make_decoder_block() -> onnx.ModelProto:
+    """A U-Net / FCN decoder's upsampling as torch exports ``nn.ConvTranspose2d(k=4, stride=2,
+    padding=1)``: 64 -> 32 -> 16 channels, 28x28 -> 112x112, each followed by ReLU."""
+    g = GraphBuilder(seed=1011)
+    x = "input"
+    for i, (c_in, c_out) in enumerate([(64, 32), (32, 16)]):
+        p = f"up{i}"
+        w = g.weight(f"{p}.weight", (c_in, c_out, 4, 4), c_in * 4)
+        b = g.bias(f"{p}.bias", c_out)
+        h = g.node("ConvTranspose", [x, w, b], f"{p}/ConvTranspose", kernel_shape=[4, 4], strides=[2, 2],
+                   pads=[1, 1, 1, 1])
+        x = g.node("Relu", [h], f"{p}/Relu", output="output" if i == 1 else None)
+    return g.model("decoder_block", [1, 64, 28, 28], x, [1, 16, 112, 112],
+                   "decoder upsampling: ConvTranspose 4x4 stride 2 + ReLU, twice (64 -> 32 -> 16 channels)")
+
+
 BUILDERS: Dict[str, Callable[[], onnx.ModelProto]] = {
     "inception_block": make_inception_block,
     "fire_module": make_fire_module,
@@ -509,6 +525,7 @@ BUILDERS: Dict[str, Callable[[], onnx.ModelProto]] = {
     "lstm_block": make_lstm_block,
     "bigru_block": make_bigru_block,
     "shufflenet_unit": make_shufflenet_unit,
+    "decoder_block": make_decoder_block,
 }
 
 

@@ -34,6 +34,7 @@ INPUT_SHAPES = {
     "lstm_block": [1, 16, 64],
     "bigru_block": [1, 16, 64],
     "shufflenet_unit": [1, 48, 14, 14],
+    "decoder_block": [1, 64, 28, 28],
 }
 OUTPUT_SHAPES = {
     "inception_block": [1, 96, 28, 28],
@@ -46,6 +47,7 @@ OUTPUT_SHAPES = {
     "lstm_block": [1, 16, 64],
     "bigru_block": [1, 16, 64],
     "shufflenet_unit": [1, 48, 14, 14],
+    "decoder_block": [1, 16, 112, 112],
 }
 OP_COUNTS = {
     "inception_block": {"Conv": 6, "Relu": 6, "MaxPool": 1, "Concat": 1},
@@ -66,6 +68,7 @@ OP_COUNTS = {
     "shufflenet_unit": {"Split": 2, "Conv": 6, "Relu": 4, "Concat": 6, "Shape": 2, "Constant": 20,
                         "Gather": 8, "Div": 2, "Less": 4, "Xor": 2, "Mul": 2, "Sub": 4, "Equal": 2,
                         "Not": 2, "And": 2, "Cast": 2, "Unsqueeze": 14, "Reshape": 4, "Transpose": 2},
+    "decoder_block": {"ConvTranspose": 2, "Relu": 2},
 }
 
 
