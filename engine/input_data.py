@@ -26,13 +26,17 @@ def read_inputs(path: str | Path, names: list[str]) -> dict[str, np.ndarray]:
         raise ModelLoadError(f"--inputs {path}: no such file or folder")
     try:
         if path.is_dir():
-            files = sorted(path.glob("input_*.pb"), key=lambda f: _position(f))
+            files = sorted(path.glob("input_*.pb"), key=_position)
             if not files:
                 raise ModelLoadError(f"--inputs {path}: no input_N.pb files in this folder")
             return _by_name([_tensor(f) for f in files], names, path)
         if path.suffix == ".pb":
             return _by_name([_tensor(path)], names, path)
-        with np.load(path, allow_pickle=False) as data:
+        data = np.load(path, allow_pickle=False)
+        if isinstance(data, np.ndarray):
+            raise ModelLoadError(f"--inputs {path}: one unnamed array (.npy): save a .npz by input name, "
+                                 "np.savez(FILE, NAME=array, ...)")
+        with data:
             return {key: np.asarray(data[key]) for key in data.files}
     except ModelLoadError:
         raise

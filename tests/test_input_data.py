@@ -79,9 +79,12 @@ def test_a_shape_other_than_the_model_s_is_refused(tmp_path):
     ("missing.npz", None, "no such file or folder"),
     ("broken.npz", b"not a zip", "not a .npz of arrays"),
     ("broken.pb", b"\xff\xff\xff", "not an ONNX tensor file"),
+    ("x.npy", None, "one unnamed array \\(.npy\\): save a .npz by input name"),
 ])
 def test_unreadable_inputs_are_one_line(tmp_path, name, content, message):
-    if content is not None:
+    if name.endswith(".npy"):
+        np.save(tmp_path / name, np.ones((3, 4), np.float32))
+    elif content is not None:
         (tmp_path / name).write_bytes(content)
     with pytest.raises(ModelLoadError, match=message):
         load_model(_dynamic_relu(tmp_path), shapes={"x": (3, 4)}, inputs_from=str(tmp_path / name))
