@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,8 +39,10 @@ def import_relax(model: Model, graph: OperatorGraph) -> RelaxModule:
     proto, origin = _fold_batchnorm(model.proto)
     failure = None
     try:
-        # the frontend print()s "Error converting operator ..." before raising: the error says it
-        with contextlib.redirect_stdout(io.StringIO()):
+        # the frontend print()s "Error converting operator ..." before raising: the error says it;
+        # it warns of renaming a numeric input name (torch's "0"), which the bindings follow anyway
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Renaming name", category=UserWarning)
             mod = importer.from_onnx(proto.graph, opset)
     except tvm.error.OpNotImplemented as err:
         failure = str(err).strip().splitlines()[-1]
