@@ -406,7 +406,9 @@ def _apply_shapes(proto: onnx.ModelProto, shapes: dict[str, tuple[int, ...]], sp
         # dim_value 0 is a static empty dimension (CastLike's `like` is often one)
         dynamic = [d.dim_param or "?" for d in dims if not d.HasField("dim_value") or d.dim_value < 0]
         if dynamic or not vi.type.tensor_type.HasField("shape"):
-            example = ",".join("1" for _ in dims) or "1"
+            # the static dims as they are, 1 for each dynamic one: a shape the model takes
+            example = ",".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else "1"
+                               for d in dims) or "1"
             raise ModelLoadError(f"{spec}: input '{vi.name}' has dynamic dimensions {dynamic}; "
                                  f"give a static shape with --shape {vi.name}={example}")
 
