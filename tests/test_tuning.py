@@ -123,7 +123,9 @@ def test_tuned_kernel_beats_the_naive_one(tuned_matmul):
     target, store, mod, _, first, _, _ = tuned_matmul
     (record,) = first.records
     assert record.trials == 8 and record.tuned_s is not None and record.default_s is not None
-    assert record.choice in (Choice.TUNED, Choice.DEFAULT)
+    # a measured choice: since a bare matmul takes the matmul rule (cf61f93), its knob points
+    # (TEMPLATE) are measured beside MetaSchedule's best and may win
+    assert record.choice in (Choice.TUNED, Choice.TEMPLATE, Choice.DEFAULT)
     (w,) = _workloads(mod)
     sch = store.database().query_schedule(w.mod, target=target, workload_name="main")
     naive = time_kernel(w.mod["main"], target, repeat=3)
