@@ -36,8 +36,8 @@ def _conv_transpose(inputs, attrs):
         dilations = list(attrs.get("dilations", [1] * spatial))
         extra = list(attrs.get("output_padding", [0] * spatial))
         kernel = list(attrs.get("kernel_shape", [int(d) for d in inputs[1].ty.shape.values[2:]]))
-        auto_pad = attrs.pop("auto_pad", "NOTSET")
-        auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+        auto_pad = _auto_pad(attrs)
+        attrs.pop("auto_pad", None)
         begin, end = [], []
         for i in range(spatial):
             total = strides[i] * (x_shape[2 + i] - 1) + extra[i] + (kernel[i] - 1) * dilations[i] + 1 - wanted[i]
@@ -60,8 +60,7 @@ def _by_phases(inputs, attrs):
     x, w = inputs[0], inputs[1]
     if len(x.ty.shape.values) != 4 or not isinstance(w, Constant) or attrs.get("group", 1) != 1:
         return None
-    auto_pad = attrs.get("auto_pad", "NOTSET")
-    if (auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad) != "NOTSET":
+    if _auto_pad(attrs) != "NOTSET":
         return None
     weight = w.value.numpy()  # [C, F, KH, KW]
     _, n_f, *kernel = weight.shape
@@ -98,6 +97,11 @@ def _by_phases(inputs, attrs):
     if len(inputs) > 2 and inputs[2] is not None:
         y = relax.op.add(y, relax.op.reshape(inputs[2], [1, -1, 1, 1]))
     return y
+
+
+def _auto_pad(attrs) -> str:
+    value = attrs.get("auto_pad", "NOTSET")
+    return value.decode() if isinstance(value, bytes) else value
 
 
 CONV_TRANSPOSE = {"ConvTranspose": _conv_transpose}

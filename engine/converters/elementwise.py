@@ -7,6 +7,8 @@ from __future__ import annotations
 from tvm import relax
 from tvm.relax import op as R
 
+from engine.converters.dtypes import is_floating
+
 
 def _celu(inputs, attrs):
     """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
@@ -28,7 +30,7 @@ def _swish(inputs, attrs):
 def _sign(inputs, attrs):
     del attrs
     x = inputs[0]
-    if not str(x.ty.dtype).startswith(("float", "bfloat")):
+    if not is_floating(x):
         return R.sign(x)
     return R.where(R.isnan(x), x, R.sign(x))
 

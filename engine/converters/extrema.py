@@ -14,6 +14,8 @@ import numpy as np
 from tvm import relax, te, tirx
 from tvm.ir import Constant
 
+from engine.converters.dtypes import is_floating
+
 
 def _axes(inputs, attrs, rank: int) -> list[int] | None:
     """The reduced axes, [] for 'no-op', None for 'all'."""
@@ -37,7 +39,7 @@ def _extremum(is_max: bool):
             return x
         axes = list(range(len(shape))) if axes is None else axes
         keepdims = bool(attrs.get("keepdims", 1))
-        if not str(x.ty.dtype).startswith(("float", "bfloat")):  # integers: TVM's start value is right
+        if not is_floating(x):  # integers: TVM's start value is right
             return (relax.op.max if is_max else relax.op.min)(x, axes, keepdims)
         name = "max" if is_max else "min"
         return relax.BlockBuilder.current().emit_te(_reduce, x, axes, keepdims, is_max, primfunc_name_hint=name)

@@ -14,6 +14,8 @@ import functools
 
 from tvm import relax
 
+from engine.converters.dtypes import is_floating
+
 
 def _pairwise(op):
     def convert(inputs, attrs):
@@ -31,7 +33,7 @@ def _extremum(op):
 
     def convert(inputs, attrs):
         del attrs
-        floats = str(inputs[0].ty.dtype).startswith(("float", "bfloat"))
+        floats = is_floating(inputs[0])
         return functools.reduce(combine if floats else op, list(inputs))
 
     return convert
